@@ -1,0 +1,4 @@
+//! # stockade — the command line
+#![forbid(unsafe_code)]
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Candidate path scope and forbidden-path patterns (normalized, repository-relative).

@@ -1,0 +1,2 @@
+//! Workspace end-to-end and adversarial tests.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Test-only crate: see `it/`.
+#![forbid(unsafe_code)]

@@ -1,0 +1,4 @@
+//! Repository automation for Stockade.
+#![forbid(unsafe_code)]
+
+fn main() {}
