@@ -1,2 +1,6 @@
-//! Workspace end-to-end and adversarial tests.
+//! Workspace end-to-end and adversarial tests, judged from the host side.
+//!
+//! This crate may start programs (the `stockade` binary, `git`, peers): it is test code, outside
+//! the layering that reserves spawning for `stockade-sandbox-linux`.
 #![forbid(unsafe_code)]
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
