@@ -112,14 +112,22 @@ fn validate_host(host: &str, whole: &str) -> Result<String, OriginError> {
         let Some(inner) = inner.strip_suffix(']') else {
             return Err(OriginError::HostSyntax(whole.to_owned()));
         };
-        if inner.is_empty() || !inner.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+        if inner.is_empty()
+            || !inner
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
             return Err(OriginError::HostSyntax(whole.to_owned()));
         }
         return Ok(host.to_ascii_lowercase());
     }
-    let ok = host
-        .split('.')
-        .all(|label| !label.is_empty() && label.len() <= 63 && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') && !label.starts_with('-') && !label.ends_with('-'));
+    let ok = host.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    });
     if !ok || host.len() > 253 {
         return Err(OriginError::HostSyntax(whole.to_owned()));
     }
@@ -163,10 +171,12 @@ impl FromStr for Origin {
         };
         let port = match port {
             None => scheme.default_port(),
-            Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => match p.parse::<u16>() {
-                Ok(n) if n != 0 => n,
-                _ => return Err(OriginError::Port(whole)),
-            },
+            Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
+                match p.parse::<u16>() {
+                    Ok(n) if n != 0 => n,
+                    _ => return Err(OriginError::Port(whole)),
+                }
+            }
             Some(_) => return Err(OriginError::Port(whole)),
         };
         let host = validate_host(host, &whole)?;
