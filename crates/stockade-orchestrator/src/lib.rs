@@ -1,5 +1,16 @@
-//! # stockade-orchestrator
+//! # stockade-orchestrator — layer 4: one attempt, end to end
 //!
-//! Placeholder: this crate is filled by a later issue. It holds no working code yet and
-//! claims nothing.
+//! What this crate does: it runs an attempt in order, failing closed at every step — resolve
+//! the policy, probe and admit (no admission, no worker), create the exact-SHA workspace,
+//! create the sandbox session, start the gateway, deliver the prompt, run the agent under its
+//! wall-time budget, contain the process tree, capture, and write the manifest last.
+//! It also holds the pieces of `stockade demo`: a scripted model server on host loopback and a
+//! bundled demo agent that runs inside the sandbox.
+//!
+//! What this crate does **not** do: it never starts a process itself (only
+//! `stockade-sandbox-linux` may), it never falls back to a raw process when a protection is
+//! missing, and nothing in it merges, accepts or verifies a candidate.
 #![forbid(unsafe_code)]
+
+pub mod demo;
+pub mod model_server;

@@ -1,0 +1,192 @@
+//! The pieces of `stockade demo`: a small repository with a failing test, the scripted model
+//! replies that fix it, and the bundled demo agent.
+//!
+//! The demo agent is a python3 standard-library script ([`DEMO_AGENT_PY`]) that runs **inside
+//! the sandbox** through the backend like any other agent; nothing here starts a process.
+//! The demo repository is written with gix's object-writing API (no `git` process, no
+//! repository-configured program can run).
+
+use std::path::{Path, PathBuf};
+
+use gix::bstr::BString;
+use gix::objs::tree::{Entry, EntryKind};
+
+use crate::model_server::ScriptedReply;
+
+/// The demo agent's source; run as `/usr/bin/python3 -c DEMO_AGENT_PY` inside the sandbox.
+pub const DEMO_AGENT_PY: &str = include_str!("agent.py");
+
+/// The objective the demo hands to the agent on stdin.
+pub const DEMO_OBJECTIVE: &str = "The test in test_calc.py fails: fix calc.py so that `python3 test_calc.py` passes. Change nothing else.";
+
+/// The buggy module of the demo repository.
+pub const CALC_PY: &str = "\"\"\"Tiny calculator used by the Stockade demo.\"\"\"\n\n\ndef add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a - b\n";
+
+/// The fixed module the scripted model proposes.
+pub const CALC_PY_FIXED: &str = "\"\"\"Tiny calculator used by the Stockade demo.\"\"\"\n\n\ndef add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a + b\n";
+
+/// The repository's test (standard library `unittest`).
+pub const TEST_CALC_PY: &str = "import unittest\n\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n\nif __name__ == \"__main__\":\n    unittest.main()\n";
+
+const README_MD: &str = "# Stockade demo repository\n\nRun `python3 test_calc.py`. It fails until `add` in `calc.py` is fixed.\n";
+
+/// The files of the demo repository's single commit, sorted by name.
+pub fn demo_files() -> [(&'static str, &'static str); 3] {
+    [
+        ("README.md", README_MD),
+        ("calc.py", CALC_PY),
+        ("test_calc.py", TEST_CALC_PY),
+    ]
+}
+
+/// The scripted model's reply: the fixed `calc.py` in the format the demo agent applies.
+pub fn demo_model_script() -> Vec<ScriptedReply> {
+    vec![ScriptedReply::text(format!(
+        "FILE calc.py\n```python\n{CALC_PY_FIXED}```\n"
+    ))]
+}
+
+/// A demo repository on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoRepo {
+    /// The bare repository's directory.
+    pub path: PathBuf,
+    /// The full hex id of the one commit (`HEAD` and `refs/heads/main`).
+    pub commit: String,
+}
+
+/// Why the demo repository could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// The destination exists and is not an empty directory.
+    #[error("demo repository destination {0} exists and is not empty")]
+    DestinationNotEmpty(PathBuf),
+    /// Creating the directory failed.
+    #[error("cannot create demo repository directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A gix operation failed.
+    #[error("cannot write the demo repository at {path}: {message}")]
+    Git {
+        /// The repository directory.
+        path: PathBuf,
+        /// What gix said.
+        message: String,
+    },
+}
+
+/// Builds a bare repository at `dest` (created if missing, must be empty) holding one commit
+/// with [`demo_files`]. The commit's author, committer and time are fixed, so the commit id
+/// is the same on every machine.
+pub fn build_demo_repo(dest: &Path) -> Result<DemoRepo, DemoError> {
+    if dest.exists() {
+        let mut entries = std::fs::read_dir(dest).map_err(|source| DemoError::Io {
+            path: dest.to_owned(),
+            source,
+        })?;
+        if entries.next().is_some() {
+            return Err(DemoError::DestinationNotEmpty(dest.to_owned()));
+        }
+    } else {
+        std::fs::create_dir_all(dest).map_err(|source| DemoError::Io {
+            path: dest.to_owned(),
+            source,
+        })?;
+    }
+    let git = |e: &dyn std::fmt::Display| DemoError::Git {
+        path: dest.to_owned(),
+        message: e.to_string(),
+    };
+    let repo = gix::init_bare(dest).map_err(|e| git(&e))?;
+    let mut entries = Vec::new();
+    for (name, content) in demo_files() {
+        let oid = repo
+            .write_blob(content.as_bytes())
+            .map_err(|e| git(&e))?
+            .detach();
+        entries.push(Entry {
+            mode: EntryKind::Blob.into(),
+            filename: BString::from(name),
+            oid,
+        });
+    }
+    entries.sort_by(|a, b| a.filename.cmp(&b.filename));
+    let tree = gix::objs::Tree { entries };
+    let tree_id = repo.write_object(&tree).map_err(|e| git(&e))?.detach();
+    let signature = gix::actor::Signature {
+        name: "Stockade Demo".into(),
+        email: "demo@stockade.invalid".into(),
+        time: gix::date::Time {
+            seconds: 1_764_460_800,
+            offset: 0,
+        },
+    };
+    let mut time_buf = gix::date::parse::TimeBuf::default();
+    let sig_ref = signature.to_ref(&mut time_buf);
+    let commit = repo
+        .commit_as(
+            sig_ref,
+            sig_ref,
+            "refs/heads/main",
+            "Demo: a calculator whose test fails",
+            tree_id,
+            Vec::<gix::ObjectId>::new(),
+        )
+        .map_err(|e| git(&e))?
+        .detach();
+    Ok(DemoRepo {
+        path: dest.to_owned(),
+        commit: commit.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_repo_has_one_reproducible_commit_with_the_three_files() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let ra = build_demo_repo(&a.path().join("demo.git")).unwrap();
+        let rb = build_demo_repo(&b.path().join("demo.git")).unwrap();
+        assert_eq!(
+            ra.commit, rb.commit,
+            "commit id must not depend on the machine or the clock"
+        );
+        assert_eq!(ra.commit.len(), 40);
+        let repo = gix::open(&ra.path).unwrap();
+        let head = repo.head_id().unwrap().detach();
+        assert_eq!(head.to_string(), ra.commit);
+        let commit = repo.find_object(head).unwrap().into_commit();
+        let tree = commit.tree().unwrap();
+        let names: Vec<String> = tree
+            .iter()
+            .map(|e| e.unwrap().filename().to_string())
+            .collect();
+        assert_eq!(names, ["README.md", "calc.py", "test_calc.py"]);
+    }
+
+    #[test]
+    fn refuses_a_non_empty_destination() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("x"), "x").unwrap();
+        assert!(matches!(
+            build_demo_repo(d.path()),
+            Err(DemoError::DestinationNotEmpty(_))
+        ));
+    }
+
+    #[test]
+    fn the_scripted_fix_is_the_fixed_module() {
+        let reply = &demo_model_script()[0];
+        assert!(reply.content.as_deref().unwrap().contains("return a + b"));
+        assert!(CALC_PY.contains("return a - b"));
+        assert!(DEMO_AGENT_PY.contains("def main()"));
+    }
+}
