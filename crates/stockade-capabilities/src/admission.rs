@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use stockade_policy::{NetworkMode, SandboxPolicy};
+
 use crate::{BackendIdentity, Protection, ProtectionStatus, SandboxCapabilities};
 
 /// Proof that a backend attested every required protection.
@@ -130,6 +132,35 @@ pub fn admit_protections(
     required: &BTreeSet<Protection>,
 ) -> Result<Admission, Refusal> {
     decide(caps, required, None)
+}
+
+/// The protections a resolved policy requires of a backend: the eight ADR-0017 bits, the
+/// network mode the policy needs ([`Protection::NetworkDenyAll`] or
+/// [`Protection::NetworkGatewayOrigins`]), [`Protection::IsolatedInputMount`] when the policy
+/// requires one (file prompt transport), and always [`Protection::SeccompFilter`],
+/// [`Protection::NoNewPrivs`] and [`Protection::Landlock`].
+pub fn required_protections(policy: &SandboxPolicy) -> BTreeSet<Protection> {
+    let mut required: BTreeSet<Protection> = Protection::ADR_0017.into_iter().collect();
+    required.insert(match policy.network() {
+        NetworkMode::DenyAll => Protection::NetworkDenyAll,
+        NetworkMode::GatewayOrigins => Protection::NetworkGatewayOrigins,
+    });
+    if policy.requires_isolated_input_mount() {
+        required.insert(Protection::IsolatedInputMount);
+    }
+    required.extend([
+        Protection::SeccompFilter,
+        Protection::NoNewPrivs,
+        Protection::Landlock,
+    ]);
+    required
+}
+
+/// Admits a worker for one resolved policy: every protection of [`required_protections`] must
+/// be enforced with evidence. The [`Admission`] records the policy's id; the [`Refusal`] lists
+/// every missing protection.
+pub fn admit(caps: &SandboxCapabilities, policy: &SandboxPolicy) -> Result<Admission, Refusal> {
+    decide(caps, &required_protections(policy), Some(policy.id()))
 }
 
 pub(crate) fn decide(

@@ -76,7 +76,9 @@ pub struct PathPattern {
 }
 
 impl PathPattern {
-    /// Parses and normalizes a pattern; see the [module docs](self) for the syntax.
+    /// Parses and normalizes a pattern: `*` within a segment, `?` one byte, `**` zero or more
+    /// whole segments; `.` segments and one trailing `/` are dropped; absolute paths, `..`,
+    /// empty segments, NUL and backslashes are refused.
     pub fn parse(input: &str) -> Result<PathPattern, ScopeError> {
         if input.len() > MAX_PATTERN_LEN {
             return Err(ScopeError::TooLong(input.len()));
