@@ -1,0 +1,3 @@
+//! Integration tests of `stockade-orchestrator` that need no kernel feature.
+
+mod presets;
