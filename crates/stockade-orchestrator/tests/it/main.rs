@@ -1,3 +1,4 @@
 //! Integration tests of `stockade-orchestrator` that need no kernel feature.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 mod presets;
