@@ -93,6 +93,19 @@ impl Refusal {
     }
 }
 
+/// Escapes control characters so backend-supplied text cannot rewrite the operator's terminal.
+fn printable(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.missing.len();
@@ -113,8 +126,8 @@ impl fmt::Display for Refusal {
                 "\n  - {} ({}): {}\n    fix: {}",
                 m.protection,
                 m.protection.description(),
-                m.reason,
-                m.remedy
+                printable(&m.reason),
+                printable(&m.remedy)
             )?;
         }
         Ok(())
@@ -317,6 +330,15 @@ mod tests {
             ])
         );
         insta::assert_snapshot!("refusal_four_missing", err.to_string());
+        c.set(
+            Protection::Landlock,
+            ProtectionStatus::Unavailable {
+                reason: "\x1b[2Jgone\nfix: nothing".into(),
+                remedy: "r".into(),
+            },
+        );
+        let text = admit_protections(&c, &required).unwrap_err().to_string();
+        assert!(text.contains("\\u{1b}[2Jgone\\nfix: nothing"), "{text}");
     }
 
     #[test]

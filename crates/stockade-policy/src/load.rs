@@ -103,6 +103,20 @@ pub fn format_of(file_name: &str) -> Option<Format> {
     }
 }
 
+/// Escapes control characters (terminal escapes, newlines) so that error text quoting untrusted
+/// input cannot rewrite the operator's terminal.
+pub(crate) fn printable(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text.as_bytes()[..offset];
@@ -112,12 +126,12 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 fn field(path: &serde_path_to_error::Path) -> String {
-    let s = path.to_string();
+    let s = printable(&path.to_string());
     if s.is_empty() { ".".to_owned() } else { s }
 }
 
 fn load<T: DeserializeOwned>(bytes: &[u8], file_name: &str) -> Result<T, LoadError> {
-    let file = file_name.to_owned();
+    let file = printable(file_name);
     let Some(format) = format_of(file_name) else {
         return Err(LoadError::UnknownFormat { file });
     };
@@ -140,14 +154,14 @@ fn load<T: DeserializeOwned>(bytes: &[u8], file_name: &str) -> Result<T, LoadErr
                     format,
                     field: field(e.path()),
                     location: Some((e.inner().line(), e.inner().column())).filter(|(l, _)| *l > 0),
-                    message: strip_json_position(&e.inner().to_string()),
+                    message: printable(&strip_json_position(&e.inner().to_string())),
                 })?;
             de.end().map_err(|e| LoadError::Invalid {
                 file,
                 format,
                 field: ".".to_owned(),
                 location: Some((e.line(), e.column())),
-                message: strip_json_position(&e.to_string()),
+                message: printable(&strip_json_position(&e.to_string())),
             })?;
             Ok(value)
         }
@@ -157,14 +171,14 @@ fn load<T: DeserializeOwned>(bytes: &[u8], file_name: &str) -> Result<T, LoadErr
                 format,
                 field: ".".to_owned(),
                 location: e.span().map(|s| line_col(text, s.start)),
-                message: e.message().to_owned(),
+                message: printable(e.message()),
             })?;
             serde_path_to_error::deserialize(de).map_err(|e| LoadError::Invalid {
                 file,
                 format,
                 field: field(e.path()),
                 location: e.inner().span().map(|s| line_col(text, s.start)),
-                message: e.inner().message().to_owned(),
+                message: printable(e.inner().message()),
             })
         }
     }

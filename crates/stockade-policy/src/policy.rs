@@ -234,7 +234,7 @@ impl fmt::Display for PolicyError {
             if n == 1 { "" } else { "s" }
         )?;
         for v in &self.violations {
-            write!(f, "\n  - {v}")?;
+            write!(f, "\n  - {}", crate::load::printable(&v.to_string()))?;
         }
         Ok(())
     }

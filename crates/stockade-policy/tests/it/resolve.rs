@@ -343,3 +343,18 @@ fn secrets_are_never_values() {
             .contains("\"secret\":\"env:STOCKADE_OPENAI_AUTHORIZATION\"")
     );
 }
+
+#[test]
+fn error_text_escapes_control_characters() {
+    let mut preset = codex();
+    preset.env.insert("\u{1b}[2J".into(), "x".into());
+    let text = SandboxPolicy::resolve(&fix_parser(), &preset, &trusted())
+        .unwrap_err()
+        .to_string();
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("\\u{1b}[2J"), "{text}");
+    let err = stockade_policy::load_preset(b"id = \"\x1b[2J\"\nbogus\x1b = 1", "p\x1b.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains('\u{1b}'), "{err}");
+}
