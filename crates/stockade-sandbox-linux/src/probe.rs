@@ -1,0 +1,4 @@
+//! Probed attestation (filled in by the next increment).
+
+/// Placeholder until the canary-based probe lands.
+pub fn probe() {}
