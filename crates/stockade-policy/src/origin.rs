@@ -37,6 +37,11 @@ impl Scheme {
 /// Parsing accepts `scheme://host[:port]` with an optional single trailing `/`, and refuses
 /// wildcards, userinfo, paths, queries and fragments. [`Display`](fmt::Display) always prints
 /// the port, so `parse(display(o)) == o`.
+///
+/// Hosts are canonical so that equal origins compare equal: names are lower-cased, IPv6
+/// literals are printed in RFC 5952 form (`[::1]`), and a host whose last label is numeric must
+/// be a canonical dotted-quad IPv4 address (`127.1`, `2130706433` and `0x7f.0.0.1` are refused
+/// because resolvers read them as addresses).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Origin {
     scheme: Scheme,
@@ -109,17 +114,29 @@ fn validate_host(host: &str, whole: &str) -> Result<String, OriginError> {
         return Err(OriginError::Userinfo(whole.to_owned()));
     }
     if let Some(inner) = host.strip_prefix('[') {
-        let Some(inner) = inner.strip_suffix(']') else {
+        // An IPv6 literal: parsed, then printed in canonical (RFC 5952) form so that two
+        // spellings of one address are one origin. Zone ids are refused.
+        let Some(addr) = inner
+            .strip_suffix(']')
+            .and_then(|i| i.parse::<std::net::Ipv6Addr>().ok())
+        else {
             return Err(OriginError::HostSyntax(whole.to_owned()));
         };
-        if inner.is_empty()
-            || !inner
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-        {
-            return Err(OriginError::HostSyntax(whole.to_owned()));
-        }
-        return Ok(host.to_ascii_lowercase());
+        return Ok(format!("[{addr}]"));
+    }
+    // A host whose last label is numeric is an IPv4 address to every resolver (`127.1`,
+    // `2130706433`, `0x7f.0.0.1` all mean 127.0.0.1): accept only the canonical dotted quad.
+    let last = host.rsplit('.').next().unwrap_or_default();
+    let numeric = !last.is_empty()
+        && (last.bytes().all(|b| b.is_ascii_digit())
+            || (last.len() > 2
+                && last[..2].eq_ignore_ascii_case("0x")
+                && last[2..].bytes().all(|b| b.is_ascii_hexdigit())));
+    if numeric {
+        return match host.parse::<std::net::Ipv4Addr>() {
+            Ok(addr) if addr.to_string() == host => Ok(host.to_owned()),
+            _ => Err(OriginError::HostSyntax(whole.to_owned())),
+        };
     }
     let ok = host.split('.').all(|label| {
         !label.is_empty()
@@ -200,5 +217,81 @@ impl<'de> Deserialize<'de> for Origin {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Origin, OriginError> {
+        s.parse()
+    }
+
+    #[test]
+    fn accepts_and_normalizes() {
+        assert_eq!(
+            parse("HTTPS://API.OpenAI.com").unwrap().to_string(),
+            "https://api.openai.com:443"
+        );
+        assert_eq!(
+            parse("http://127.0.0.1:8080/").unwrap().to_string(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            parse("http://[0:0:0:0:0:0:0:1]").unwrap(),
+            parse("http://[::1]:80").unwrap()
+        );
+        assert_eq!(
+            parse("https://[2001:DB8::1]:8443").unwrap().host(),
+            "[2001:db8::1]"
+        );
+        assert_eq!(parse("http://a-b.c0:1").unwrap().port(), 1);
+    }
+
+    #[test]
+    fn refuses_ambiguous_or_wide_origins() {
+        for bad in [
+            "ftp://host",
+            "host",
+            "//host",
+            "http://",
+            "http://:80",
+            "http://user@host",
+            "http://user:pw@host",
+            "https://*.example.com",
+            "http://host/path",
+            "http://host/?q",
+            "http://host#f",
+            "http://host//",
+            "http://host\\x",
+            "http://host:0",
+            "http://host:65536",
+            "http://host:",
+            "http://host:80:80",
+            "http://-a.b",
+            "http://a..b",
+            "http://a.b.",
+            "http://127.1",
+            "http://2130706433",
+            "http://0x7f.0.0.1",
+            "http://127.000.000.001",
+            "http://[::1",
+            "http://[fe80::1%eth0]",
+            "http://[zz::1]",
+            "http://[]",
+            "http://ex ample.com",
+            "http://exämple.com",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn new_validates_like_parse() {
+        assert!(Origin::new(Scheme::Https, "api.openai.com", 443).is_ok());
+        assert!(Origin::new(Scheme::Https, "api.openai.com", 0).is_err());
+        assert!(Origin::new(Scheme::Http, "127.1", 80).is_err());
+        assert!(Origin::new(Scheme::Http, "a/b", 80).is_err());
     }
 }

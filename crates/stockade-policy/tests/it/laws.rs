@@ -168,9 +168,17 @@ proptest! {
     }
 
     #[test]
-    fn origin_display_parse_round_trips(https in any::<bool>(), labels in prop::collection::vec("[a-zA-Z0-9]([a-zA-Z0-9-]{0,8}[a-zA-Z0-9])?", 1..4), port in 1u16..) {
+    fn origin_display_parse_round_trips(
+        https in any::<bool>(),
+        host in prop_oneof![
+            (prop::collection::vec("[a-zA-Z0-9]([a-zA-Z0-9-]{0,8}[a-zA-Z0-9])?", 0..3), "[a-zA-Z]([a-zA-Z0-9-]{0,8}[a-zA-Z0-9])?")
+                .prop_map(|(mut labels, last)| { labels.push(last); labels.join(".") }),
+            any::<std::net::Ipv4Addr>().prop_map(|a| a.to_string()),
+            any::<std::net::Ipv6Addr>().prop_map(|a| format!("[{a}]")),
+        ],
+        port in 1u16..,
+    ) {
         let scheme = if https { Scheme::Https } else { Scheme::Http };
-        let host = labels.join(".");
         let o = Origin::new(scheme, &host, port).unwrap();
         prop_assert_eq!(o.host(), host.to_ascii_lowercase());
         let text = o.to_string();
