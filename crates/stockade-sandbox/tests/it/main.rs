@@ -5,6 +5,8 @@
 //! the generic logic (path resolution, leases, revision fences, lifecycle, deadlines and
 //! bounded output) that every real backend inherits.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
