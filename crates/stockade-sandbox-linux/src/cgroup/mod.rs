@@ -26,8 +26,8 @@ mod probe;
 mod watchdog;
 
 pub use probe::{
-    CanaryExit, CanaryLauncher, CanaryProcess, CeilingEvidence, ProbeError, prove_cpu,
-    prove_memory, prove_pids, prove_tree, prove_wall_time,
+    CanaryExit, CanaryLauncher, CanaryProcess, CeilingEvidence, ProbeError, cpu_allowance_us,
+    prove_cpu, prove_memory, prove_pids, prove_tree, prove_wall_time,
 };
 pub use watchdog::Watchdog;
 
@@ -258,6 +258,20 @@ impl Dirs {
                 v
             }
         }
+    }
+
+    fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
+        if pid <= 0 {
+            return Err(CgroupError::InvalidLimit {
+                what: "pid",
+                value: 0,
+                why: "a process id is positive",
+            });
+        }
+        for d in self.all() {
+            write_file(&d.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
     }
 
     /// Pids of every task in the cgroup (and in any sub-cgroup), from the kernel's lists.
@@ -1040,18 +1054,16 @@ impl WorkerCgroup {
     /// A rejected pid or a cgroup write error (the process may then be in some v1 hierarchies
     /// only: the caller must kill it).
     pub fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
-        if pid <= 0 {
-            return Err(CgroupError::InvalidLimit {
-                what: "pid",
-                value: 0,
-                why: "a process id is positive",
-            });
-        }
-        for d in self.dirs.all() {
-            write_file(&d.join("cgroup.procs"), &pid.to_string())?;
-        }
+        self.dirs.add_pid(pid)?;
         self.sample();
         Ok(())
+    }
+
+    /// [`WorkerCgroup::add_pid`] as an owned closure, for the launcher's before-release hook
+    /// (`LaunchSpec::before_release = Some(Box::new(cgroup.attach_hook()))`).
+    pub fn attach_hook(&self) -> impl FnOnce(i32) -> Result<(), String> + Send + 'static {
+        let dirs = self.dirs.clone();
+        move |pid| dirs.add_pid(pid).map_err(|e| e.to_string())
     }
 
     /// Pids of every task currently in the cgroup, as the kernel lists them.
