@@ -21,10 +21,12 @@
 //! [`WorkerCgroup::add_pid`] before it releases the child), never scans `ps` output, and never
 //! unmounts or rebinds a cgroup hierarchy.
 
+mod attest;
 mod parse;
 mod probe;
 mod watchdog;
 
+pub use attest::{CeilingAttestation, SandboxCanaries, attest_ceilings};
 pub use probe::{
     CanaryExit, CanaryLauncher, CanaryProcess, CeilingEvidence, ProbeError, cpu_allowance_us,
     prove_cpu, prove_memory, prove_pids, prove_tree, prove_wall_time,
