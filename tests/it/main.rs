@@ -4,3 +4,6 @@
 //! the layering that reserves spawning for `stockade-sandbox-linux`.
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+mod workspace;
+mod capture;
+mod ceilings;
