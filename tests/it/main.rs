@@ -5,5 +5,3 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod workspace;
-mod capture;
-mod ceilings;
