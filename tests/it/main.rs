@@ -5,3 +5,4 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod workspace;
+mod capture;

@@ -79,6 +79,8 @@ pub struct BoundsSpec {
     pub max_patch_bytes: u64,
     /// Most changed paths capture enumerates before it stops and reports incomplete.
     pub max_changes: u64,
+    /// Largest log (bytes) capture stores; longer logs are stored cut and marked truncated.
+    pub max_log_bytes: u64,
 }
 
 /// What happened to a path.
@@ -199,6 +201,18 @@ pub enum RejectReason {
     PatchBoundExceeded {
         /// The bound.
         limit: u64,
+    },
+    /// Git itself refuses to write this path (an NTFS-equivalent of `.git` such as `GIT~1` or
+    /// `.git.`, or a symlink named `.gitmodules`, `.gitattributes`, `.gitignore` or `.mailmap`).
+    GitRefusesPath,
+    /// The path lies inside a submodule (gitlink) of the base tree; capture does not descend
+    /// into submodules.
+    Submodule,
+    /// Accepting this change needs another change that was rejected (for example a new file
+    /// `a/b` where the deletion of the base file `a` was rejected), so the patch could not apply.
+    BlockedBy {
+        /// The rejected change this one depends on.
+        path: RepoPath,
     },
     /// A symlink target longer than the per-file bound or otherwise unreadable as data.
     Unreadable {

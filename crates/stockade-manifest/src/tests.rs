@@ -24,6 +24,7 @@ fn sample(patch: &[u8], blob: &[u8]) -> ResultManifest {
             max_file_bytes: 10,
             max_patch_bytes: 20,
             max_changes: 30,
+            max_log_bytes: 40,
         },
         accepted: vec![
             AcceptedChange {
