@@ -127,11 +127,12 @@ fn validate_host(host: &str, whole: &str) -> Result<String, OriginError> {
     // A host whose last label is numeric is an IPv4 address to every resolver (`127.1`,
     // `2130706433`, `0x7f.0.0.1` all mean 127.0.0.1): accept only the canonical dotted quad.
     let last = host.rsplit('.').next().unwrap_or_default();
+    let last = last.as_bytes();
     let numeric = !last.is_empty()
-        && (last.bytes().all(|b| b.is_ascii_digit())
+        && (last.iter().all(u8::is_ascii_digit)
             || (last.len() > 2
-                && last[..2].eq_ignore_ascii_case("0x")
-                && last[2..].bytes().all(|b| b.is_ascii_hexdigit())));
+                && last[..2].eq_ignore_ascii_case(b"0x")
+                && last[2..].iter().all(u8::is_ascii_hexdigit)));
     if numeric {
         return match host.parse::<std::net::Ipv4Addr>() {
             Ok(addr) if addr.to_string() == host => Ok(host.to_owned()),
@@ -282,6 +283,9 @@ mod tests {
             "http://[]",
             "http://ex ample.com",
             "http://exämple.com",
+            // Found by the `origin` fuzz target: a multi-byte character in a short last label.
+            "http://h\u{34b}o\0\0\0\0\0:61472",
+            "http://a.\u{34b}",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
