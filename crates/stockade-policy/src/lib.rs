@@ -21,6 +21,7 @@
 mod de;
 mod limits;
 mod load;
+pub mod oracle;
 mod origin;
 mod policy;
 mod preset;

@@ -4,6 +4,7 @@
 mod laws;
 mod load;
 mod resolve;
+mod seeds;
 
 use stockade_policy::{
     AgentPreset, TrustedModelConnections, WorkUnit, load_preset, load_trusted_connections,
