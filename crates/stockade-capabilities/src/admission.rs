@@ -34,6 +34,17 @@ impl Admission {
         self.policy_id.as_deref()
     }
 
+    /// True only when this admission was made by [`admit`](crate::admit) for exactly this policy
+    /// (same content id). An admission from [`admit_protections`] is for no policy.
+    pub fn is_for_policy(&self, policy: &SandboxPolicy) -> bool {
+        self.policy_id.as_deref() == Some(policy.id())
+    }
+
+    /// True when this admission was made from the attestation of the backend called `name`.
+    pub fn is_for_backend(&self, name: &str) -> bool {
+        self.backend.name == name
+    }
+
     /// The required protections that were admitted (every one was enforced with evidence).
     pub fn protections(&self) -> impl Iterator<Item = Protection> + '_ {
         self.protections.keys().copied()

@@ -189,6 +189,7 @@ fn exec_style_admission_is_independent_of_policy() {
     )
     .unwrap();
     assert_eq!(a.policy_id(), None);
+    assert!(!a.is_for_policy(&policy(NetworkPermission::None, PromptTransport::Stdin)));
     assert!(
         admit_protections(
             &caps(&[Protection::Cpu]),
