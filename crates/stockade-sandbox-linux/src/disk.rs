@@ -220,6 +220,23 @@ impl WritableArea {
         self.usage().map(|u| u.bytes_used)
     }
 
+    /// Takes ownership of an area that is already mounted at `dir` (a stopped session being
+    /// reattached). Nothing is mounted or checked beyond the caller's word: check
+    /// [`is_tmpfs_mount`] first when the mount may be gone (after a reboot).
+    pub fn adopt(dir: &Path, bytes: u64) -> Self {
+        WritableArea {
+            root: dir.to_path_buf(),
+            bytes,
+            mounted: true,
+        }
+    }
+
+    /// Gives up ownership without unmounting: the area stays mounted for a later
+    /// [`WritableArea::adopt`] (a stopped, reattachable session).
+    pub fn keep_mounted(mut self) {
+        self.mounted = false;
+    }
+
     /// Unmounts the tmpfs, discarding its content; falls back to a lazy detach when something
     /// still holds it busy (the content is then freed when the last user goes away).
     ///
@@ -229,6 +246,20 @@ impl WritableArea {
         self.mounted = false;
         unmount(&self.root)
     }
+}
+
+/// Is `dir` the mount point of a tmpfs in this process's mount namespace?
+pub fn is_tmpfs_mount(dir: &Path) -> bool {
+    let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = dir.to_string_lossy();
+    mi.lines().any(|l| {
+        let mut halves = l.splitn(2, " - ");
+        let pre = halves.next().unwrap_or("");
+        let post = halves.next().unwrap_or("");
+        pre.split(' ').nth(4) == Some(want.as_ref()) && post.starts_with("tmpfs ")
+    })
 }
 
 fn unmount(root: &Path) -> Result<(), DiskError> {
@@ -373,6 +404,8 @@ mod tests {
         let dir = t.path().join("area");
         let area = WritableArea::create(&dir, 2 << 20).unwrap();
         assert!(is_mounted(&dir));
+        assert!(is_tmpfs_mount(&dir));
+        assert!(!is_tmpfs_mount(t.path()));
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode(&area.upper()), 0o755);
@@ -387,6 +420,7 @@ mod tests {
         assert_eq!(fs::read(area.upper().join("a")).unwrap().len(), 100_000);
         area.unmount().unwrap();
         assert!(!is_mounted(&dir));
+        assert!(!is_tmpfs_mount(&dir));
     }
 
     #[test]
@@ -403,7 +437,10 @@ mod tests {
         drop(held);
         let dir2 = t.path().join("dropped");
         let a2 = WritableArea::create(&dir2, 1 << 20).unwrap();
-        drop(a2);
+        std::mem::forget(a2);
+        // A later process adopts the still-mounted area; dropping it unmounts.
+        assert!(is_tmpfs_mount(&dir2));
+        drop(WritableArea::adopt(&dir2, 1 << 20));
         assert!(!is_mounted(&dir2));
     }
 

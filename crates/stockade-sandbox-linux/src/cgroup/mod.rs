@@ -24,7 +24,7 @@
 mod attest;
 mod parse;
 mod probe;
-mod watchdog;
+pub mod watchdog;
 
 pub use attest::{CeilingAttestation, SandboxCanaries, attest_ceilings};
 pub use probe::{
