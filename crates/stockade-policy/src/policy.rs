@@ -20,6 +20,10 @@ pub const POLICY_SCHEMA: &str = "stockade.sandbox-policy.v1";
 /// at the top or in a nested repository (`**/.git` covers `.git` too).
 pub const ALWAYS_FORBIDDEN: [&str; 1] = ["**/.git"];
 
+/// The longest wall-time budget a work unit may ask for: seven days. Bounding it keeps every
+/// deadline computation (`Instant + wall_time`) far from overflow.
+pub const MAX_WALL_TIME_SECS: u64 = 7 * 24 * 60 * 60;
+
 /// The network mode a backend must enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -76,6 +80,9 @@ pub enum Violation {
     /// The wall-time budget is zero.
     #[error("work unit wall-time budget must be positive (permissions.wall_time_secs > 0)")]
     WallTimeNotPositive,
+    /// The wall-time budget is longer than [`MAX_WALL_TIME_SECS`].
+    #[error("work unit wall-time budget of {0} s is longer than the 604800 s (seven-day) maximum")]
+    WallTimeTooLong(u64),
     /// The candidate scope is empty.
     #[error("work unit candidate scope is empty; name at least one path")]
     EmptyScope,
@@ -470,6 +477,8 @@ impl SandboxPolicy {
         }
         if perms.wall_time_secs == 0 {
             v.push(Violation::WallTimeNotPositive);
+        } else if perms.wall_time_secs > MAX_WALL_TIME_SECS {
+            v.push(Violation::WallTimeTooLong(perms.wall_time_secs));
         }
         if work_unit.scope.is_empty() {
             v.push(Violation::EmptyScope);

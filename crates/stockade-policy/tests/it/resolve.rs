@@ -345,6 +345,16 @@ fn secrets_are_never_values() {
 }
 
 #[test]
+fn wall_time_is_bounded() {
+    let mut wu = fix_parser();
+    wu.permissions.wall_time_secs = u64::MAX;
+    let v = violations(SandboxPolicy::resolve(&wu, &codex(), &trusted()).unwrap_err());
+    assert_eq!(v, [Violation::WallTimeTooLong(u64::MAX)]);
+    wu.permissions.wall_time_secs = stockade_policy::MAX_WALL_TIME_SECS;
+    assert!(SandboxPolicy::resolve(&wu, &codex(), &trusted()).is_ok());
+}
+
+#[test]
 fn error_text_escapes_control_characters() {
     let mut preset = codex();
     preset.env.insert("\u{1b}[2J".into(), "x".into());
