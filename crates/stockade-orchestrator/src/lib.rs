@@ -12,5 +12,18 @@
 //! missing, and nothing in it merges, accepts or verifies a candidate.
 #![forbid(unsafe_code)]
 
+mod attempt;
 pub mod demo;
 pub mod model_server;
+mod outcome;
+pub mod plan;
+pub mod progress;
+
+pub use attempt::{
+    AttemptRequest, Cancel, CancelHandle, LoadInputError, MAX_LOG_BYTES, Orchestrator,
+    OrchestratorConfig, load_inputs,
+};
+pub use outcome::{
+    AgentExit, AttemptError, AttemptOutcome, AttemptStatus, EXIT_AGENT_FAILED, EXIT_CAPTURED,
+    EXIT_INCOMPLETE, EXIT_REFUSED,
+};

@@ -46,6 +46,27 @@ pub fn demo_model_script() -> Vec<ScriptedReply> {
     ))]
 }
 
+/// A hard-to-guess token (32 hex digits) for the demo's planted secret and model key: blake3 of
+/// the label, the time, the process id and a counter. Not a cryptographic key generator; it
+/// only has to be unguessable by the demo agent and unique per run.
+pub fn unique_token(label: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut h = blake3::Hasher::new();
+    h.update(label.as_bytes());
+    h.update(&nanos.to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(
+        &COUNTER
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    h.finalize().to_hex()[..32].to_owned()
+}
+
 /// A demo repository on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoRepo {
