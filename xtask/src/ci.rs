@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the one test command (the README's and `.ci/run`'s).
 //!
-//! Steps, in order, stopping at the first failure:
+//! Steps, in order; every step runs even when an earlier one failed, so one run shows every
+//! failure and every step's time, and the command fails at the end if any step failed:
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `cargo xtask lint` (in process)
@@ -41,7 +42,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     if in_ci && !skip.is_empty() {
         bail!("--skip is refused under CI=true: CI runs every step");
     }
-    let mut times: Vec<(&str, Duration)> = Vec::new();
+    let mut results: Vec<(&str, Duration, Result<(), String>)> = Vec::new();
     for step in STEPS {
         if skip.contains(step) {
             println!("==> ci: SKIPPED {step} (asked with --skip; this run is not a full CI run)");
@@ -49,44 +50,61 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
         }
         println!("==> ci: {step}");
         let start = Instant::now();
-        match *step {
-            "fmt" => cargo_step(root, &["fmt", "--all", "--", "--check"])?,
-            "clippy" => cargo_step(
-                root,
-                &[
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
-            )?,
-            "lint" => {
-                let report = crate::lint::run(root)?;
-                print!("{report}");
-                if !report.diagnostics.is_empty() {
-                    bail!("ci step `lint` failed");
-                }
-            }
-            "deny" => cargo_step(root, &["deny", "check", "bans", "licenses", "sources"])?,
-            "test" => cargo_step(root, &["test", "--workspace"])?,
-            _ => bail!("unknown step {step}"),
-        }
+        let outcome = run_step(root, step).map_err(|e| format!("{e:#}"));
         let took = start.elapsed();
-        println!("==> ci: {step} passed in {:.1}s", took.as_secs_f64());
-        times.push((step, took));
+        match &outcome {
+            Ok(()) => println!("==> ci: {step} passed in {:.1}s", took.as_secs_f64()),
+            Err(e) => println!("==> ci: {step} FAILED in {:.1}s: {e}", took.as_secs_f64()),
+        }
+        results.push((step, took, outcome));
     }
     println!("==> ci: summary");
-    for (step, t) in &times {
-        println!("    {step:<7} {:>8.1}s", t.as_secs_f64());
+    for (step, t, outcome) in &results {
+        let verdict = if outcome.is_ok() { "ok" } else { "FAILED" };
+        println!("    {step:<7} {verdict:<6} {:>8.1}s", t.as_secs_f64());
     }
-    let total: Duration = times.iter().map(|(_, t)| *t).sum();
-    println!("    total   {:>8.1}s", total.as_secs_f64());
+    let total: Duration = results.iter().map(|(_, t, _)| *t).sum();
+    println!("    total          {:>8.1}s", total.as_secs_f64());
     if !skip.is_empty() {
         println!("==> ci: NOT a full run: skipped {}", skip.join(", "));
     }
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(_, _, o)| o.is_err())
+        .map(|(s, _, _)| *s)
+        .collect();
+    if !failed.is_empty() {
+        bail!("ci failed: {}", failed.join(", "));
+    }
     Ok(())
+}
+
+fn run_step(root: &Path, step: &str) -> anyhow::Result<()> {
+    match step {
+        "fmt" => cargo_step(root, &["fmt", "--all", "--", "--check"]),
+        "clippy" => cargo_step(
+            root,
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        "lint" => {
+            let report = crate::lint::run(root)?;
+            print!("{report}");
+            if !report.diagnostics.is_empty() {
+                bail!("{}", report.summary());
+            }
+            Ok(())
+        }
+        "deny" => cargo_step(root, &["deny", "check", "bans", "licenses", "sources"]),
+        "test" => cargo_step(root, &["test", "--workspace"]),
+        _ => bail!("unknown step {step}"),
+    }
 }
 
 fn cargo_step(root: &Path, args: &[&str]) -> anyhow::Result<()> {

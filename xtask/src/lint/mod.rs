@@ -73,9 +73,9 @@ impl fmt::Display for Diagnostic {
             None => writeln!(f, "  --> {}", self.file.display())?,
         }
         for n in &self.notes {
-            writeln!(f, "   = note: {n}")?;
+            writeln!(f, "  = note: {n}")?;
         }
-        writeln!(f, "   = fix: {}", self.fix)
+        writeln!(f, "  = fix: {}", self.fix)
     }
 }
 

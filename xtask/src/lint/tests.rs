@@ -84,7 +84,7 @@ fn assert_only(r: &Report, rule: Rule, count: usize) {
     let text = r.to_string();
     assert!(text.contains(&format!("error[{rule}]: ")), "{text}");
     assert!(text.contains("  --> "), "{text}");
-    assert!(text.contains("   = fix: "), "{text}");
+    assert!(text.contains("  = fix: "), "{text}");
     assert!(
         text.contains(&format!("{rule}: {count}")),
         "summary: {text}"
