@@ -9,6 +9,8 @@
 //! Every test checks that it leaves no cgroup, mount or process behind. Without root (or
 //! without cgroups) the tests say SKIPPED loudly; under `CI=true` they fail instead.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -6,3 +6,5 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 mod workspace;
 mod capture;
+mod ceilings;
+mod backend;
