@@ -7,4 +7,3 @@
 mod workspace;
 mod capture;
 mod ceilings;
-mod backend;
