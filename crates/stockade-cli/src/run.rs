@@ -275,12 +275,21 @@ pub async fn run_attempt(backend: Arc<dyn Backend>, req: AttemptRequest) -> Atte
     );
     let (handle, cancel) = CancelHandle::new();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "\nstockade: interrupted; killing the worker and writing an incomplete record"
-            );
-            handle.cancel();
+        // Ctrl-C (SIGINT) and SIGTERM (a scheduler stopping the job) both cancel the attempt.
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => if r.is_err() { return },
+            () = term => {}
         }
+        eprintln!("\nstockade: interrupted; killing the worker and writing an incomplete record");
+        handle.cancel();
     });
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let render = tokio::spawn(render_progress(rx));
