@@ -657,3 +657,6 @@ fn sweep_stale(dest_root: &Path) {
         let _ = std::fs::remove_dir_all(entry.path());
     }
 }
+
+#[cfg(test)]
+mod tests;
