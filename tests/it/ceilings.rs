@@ -476,3 +476,30 @@ fn cgroup_setup_cost_is_small() {
             .all(|p| !p.to_string_lossy().contains("it-cost"))
     );
 }
+
+/// Cost of the writable area per session (mount the tmpfs and create its three directories;
+/// unmount), printed for the ADR; no timing assertion.
+#[test]
+fn disk_area_setup_cost() {
+    if host().is_none() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let mut setup = Vec::new();
+    let mut teardown = Vec::new();
+    for i in 0..30 {
+        let dir = t.path().join(i.to_string());
+        let s = Instant::now();
+        let area = WritableArea::create(&dir, 1 << 30).unwrap();
+        setup.push(s.elapsed());
+        let s = Instant::now();
+        area.unmount().unwrap();
+        teardown.push(s.elapsed());
+    }
+    setup.sort();
+    teardown.sort();
+    eprintln!(
+        "writable area (1 GiB tmpfs + upper/work/tmp): setup median {:?} max {:?}; unmount median {:?} max {:?}",
+        setup[15], setup[29], teardown[15], teardown[29]
+    );
+}
