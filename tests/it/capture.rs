@@ -277,7 +277,16 @@ struct Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.merged).status();
+        // A child forked by another test thread may briefly hold an fd here (until its exec):
+        // retry, then detach lazily so no mount leaks.
+        for _ in 0..20 {
+            let out = Command::new("umount").arg(&self.merged).output();
+            if out.is_ok_and(|o| o.status.success()) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = Command::new("umount").arg("-l").arg(&self.merged).status();
     }
 }
 

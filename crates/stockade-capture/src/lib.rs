@@ -24,6 +24,7 @@
 mod base;
 mod classify;
 mod error;
+pub mod oracle;
 mod patch;
 mod stat_cache;
 mod store;

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod canonical;
+pub mod oracle;
 mod path;
 mod store_layout;
 mod verify;
