@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cgroup::ResourceUsage;
-use crate::disk::DiskUsage;
+use crate::cgroup::{CgroupError, CgroupHost, CgroupLimits, ResourceUsage, Watchdog, WorkerCgroup};
+use crate::disk::{DiskError, DiskUsage, WritableArea};
 
 /// How the worker's main process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -20,6 +20,15 @@ pub enum ExitOutcome {
     Code(i32),
     /// It was killed by this signal number.
     Signal(i32),
+}
+
+impl From<crate::ExitStatus> for ExitOutcome {
+    fn from(s: crate::ExitStatus) -> Self {
+        match s {
+            crate::ExitStatus::Exited(c) => ExitOutcome::Code(c),
+            crate::ExitStatus::Signaled(s) => ExitOutcome::Signal(s),
+        }
+    }
 }
 
 /// A ceiling that was reached.
@@ -144,6 +153,217 @@ impl RunReport {
     }
 }
 
+/// The ceilings one run asks for (`None`: not requested).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Memory ceiling in bytes (`--memory`).
+    pub memory_bytes: Option<u64>,
+    /// CPU quota in milli-CPUs (`--cpus`).
+    pub cpu_millis: Option<u32>,
+    /// Maximum tasks (`--pids`).
+    pub pids: Option<u32>,
+    /// Writable-disk ceiling in bytes (`--disk`).
+    pub disk_bytes: Option<u64>,
+    /// Wall-time budget (`--wall`).
+    pub wall: Option<Duration>,
+}
+
+impl RunLimits {
+    fn in_force(&self) -> LimitsInForce {
+        LimitsInForce {
+            memory_bytes: self.memory_bytes,
+            cpu_millis: self.cpu_millis,
+            pids: self.pids,
+            disk_bytes: self.disk_bytes,
+            wall_ms: self
+                .wall
+                .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    fn wants_cgroup(&self) -> bool {
+        self.memory_bytes.is_some() || self.cpu_millis.is_some() || self.pids.is_some()
+    }
+}
+
+/// Why the ceilings of a run could not be set up (each message names a remedy).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CeilingSetupError {
+    /// The worker cgroup could not be created.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// The writable area could not be mounted.
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+}
+
+/// Everything the ceilings need around one launch: the worker cgroup, the writable area, the
+/// wall-time watchdog, and the report at the end.
+///
+/// Use: [`RunCeilings::prepare`]; put [`RunCeilings::attach_hook`] into the launch spec's
+/// before-release hook and, with a disk ceiling, use [`RunCeilings::area`] for the workspace's
+/// overlay upper/work and the sandbox `/tmp`; [`RunCeilings::started`] right after launch;
+/// wait for the worker; [`RunCeilings::finish`]. Dropping it instead kills the tree, removes
+/// the cgroup and unmounts the area.
+#[derive(Debug)]
+pub struct RunCeilings {
+    limits: RunLimits,
+    cgroup: Option<WorkerCgroup>,
+    area: Option<WritableArea>,
+    area_dir: Option<std::path::PathBuf>,
+    watchdog: Option<Watchdog>,
+}
+
+impl RunCeilings {
+    /// Creates the worker cgroup (when cgroups are usable, even without cgroup ceilings, so
+    /// usage is accounted and the tree can be killed; required when a cgroup ceiling or a
+    /// wall-time budget is requested) and, with a disk ceiling, mounts the writable area at
+    /// `area_dir` (created; removed again by [`RunCeilings::finish`]).
+    ///
+    /// Sweeps the cgroups of dead supervisors first.
+    ///
+    /// # Errors
+    /// A requested ceiling cannot be set up; nothing is left behind.
+    pub fn prepare(
+        limits: RunLimits,
+        label: &str,
+        area_dir: &std::path::Path,
+    ) -> Result<Self, CeilingSetupError> {
+        let host = match CgroupHost::detect() {
+            Ok(h) => Some(h),
+            Err(e) if limits.wants_cgroup() => return Err(e.into()),
+            Err(_) => None,
+        };
+        let cgroup = match &host {
+            Some(h) => {
+                let _ = h.sweep_stale();
+                match h.create_with(
+                    label,
+                    &CgroupLimits {
+                        memory_bytes: limits.memory_bytes,
+                        cpu_millis: limits.cpu_millis,
+                        pids: limits.pids,
+                    },
+                ) {
+                    Ok(c) => Some(c),
+                    Err(e) if limits.wants_cgroup() => return Err(e.into()),
+                    Err(_) => None,
+                }
+            }
+            None => None,
+        };
+        let area = match limits.disk_bytes {
+            Some(b) => Some(WritableArea::create(area_dir, b)?),
+            None => None,
+        };
+        Ok(Self {
+            limits,
+            cgroup,
+            area_dir: area.as_ref().map(|_| area_dir.to_owned()),
+            area,
+            watchdog: None,
+        })
+    }
+
+    /// The before-release hook placing the worker in its cgroup (`None` without a cgroup).
+    pub fn attach_hook(&self) -> Option<impl FnOnce(i32) -> Result<(), String> + Send + 'static> {
+        self.cgroup.as_ref().map(WorkerCgroup::attach_hook)
+    }
+
+    /// The worker cgroup, if any.
+    pub fn cgroup(&self) -> Option<&WorkerCgroup> {
+        self.cgroup.as_ref()
+    }
+
+    /// The writable area (with a disk ceiling): `upper()`/`work()` for the workspace overlay,
+    /// `tmp()` for the sandbox `/tmp`.
+    pub fn area(&self) -> Option<&WritableArea> {
+        self.area.as_ref()
+    }
+
+    /// Starts the wall-time budget; call right after the launch. Returns `false` when a budget
+    /// was requested but there is no cgroup to kill through (the caller must then enforce the
+    /// budget by killing the worker's PID 1 itself).
+    pub fn started(&mut self) -> bool {
+        match (self.limits.wall, &self.cgroup) {
+            (Some(w), Some(cg)) => {
+                self.watchdog = Some(Watchdog::arm(cg.killer(), w));
+                true
+            }
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// Has the wall-time budget run out (the tree was killed)?
+    pub fn wall_fired(&self) -> bool {
+        self.watchdog.as_ref().is_some_and(Watchdog::fired)
+    }
+
+    /// Ends the run: stops the budget, kills whatever is left of the tree, reads the kernel's
+    /// accounting, removes the cgroup and unmounts the area. `wall_fired_elsewhere` lets a
+    /// caller without a cgroup say its own budget ended the run.
+    ///
+    /// Returns the report and any cleanup errors (each with its remedy); the report is
+    /// complete either way.
+    pub fn finish(
+        mut self,
+        exit: ExitOutcome,
+        wall: Duration,
+        wall_fired_elsewhere: bool,
+    ) -> (RunReport, Vec<String>) {
+        let mut errors = Vec::new();
+        let fired = self.watchdog.take().is_some_and(Watchdog::disarm) || wall_fired_elsewhere;
+        let usage = match self.cgroup.take() {
+            Some(cg) => {
+                if let Err(e) = cg.kill_all() {
+                    errors.push(e.to_string());
+                }
+                let u = cg.usage();
+                if let Err(e) = cg.remove() {
+                    errors.push(e.to_string());
+                }
+                u
+            }
+            None => ResourceUsage::default(),
+        };
+        let disk = match self.area.take() {
+            Some(a) => {
+                let d = a.usage().ok();
+                if let Err(e) = a.unmount() {
+                    errors.push(e.to_string());
+                }
+                d
+            }
+            None => None,
+        };
+        if let Some(dir) = self.area_dir.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
+        let report = RunReport::new(
+            exit,
+            wall,
+            fired,
+            &usage,
+            disk.as_ref(),
+            self.limits.in_force(),
+        );
+        (report, errors)
+    }
+}
+
+impl Drop for RunCeilings {
+    fn drop(&mut self) {
+        drop(self.watchdog.take());
+        drop(self.cgroup.take());
+        drop(self.area.take());
+        if let Some(dir) = self.area_dir.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +450,73 @@ mod tests {
         assert_eq!(v["limits_hit"], serde_json::json!(["wall_time", "cpu"]));
         assert_eq!(v["limits"]["wall_ms"], 300);
         assert_eq!(v["bytes_written"], serde_json::Value::Null);
+    }
+
+    /// Through the real launcher: a worker fills its /tmp (the area) and then sleeps past its
+    /// wall-time budget; the report names the budget, shows the bytes and the area is gone.
+    #[test]
+    fn run_ceilings_end_to_end() {
+        if !rustix::process::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "needs root under CI"
+            );
+            eprintln!("SKIPPED: run ceilings need root");
+            return;
+        }
+        use crate::spec::{LaunchSpec, Stdio, TmpDir};
+        let t = tempfile::tempdir().unwrap();
+        let area_dir = t.path().join("area");
+        let ws = t.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let limits = RunLimits {
+            memory_bytes: Some(64 << 20),
+            cpu_millis: Some(500),
+            pids: Some(16),
+            disk_bytes: Some(1 << 20),
+            wall: Some(Duration::from_millis(400)),
+        };
+        let mut rc = RunCeilings::prepare(limits, "unit-run", &area_dir).unwrap();
+        let tmp = rc.area().unwrap().tmp();
+        let null = || {
+            std::os::fd::OwnedFd::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/null")
+                    .unwrap(),
+            )
+        };
+        let spec = LaunchSpec::new(
+            "/bin/sh",
+            vec![
+                "-c".into(),
+                "dd if=/dev/zero of=/tmp/fill bs=64k count=64; trap '' TERM; sleep 100".into(),
+            ],
+            &ws,
+        )
+        .with_tmp(TmpDir::Host(tmp))
+        .with_stdio(Stdio::Fds {
+            stdin: None,
+            stdout: Some(null()),
+            stderr: Some(null()),
+        })
+        .with_before_release(Box::new(rc.attach_hook().unwrap()));
+        let start = std::time::Instant::now();
+        let mut w = crate::launch(spec).unwrap();
+        assert!(rc.started());
+        let st = w.wait().unwrap();
+        let wall = start.elapsed();
+        let exit = ExitOutcome::from(st);
+        let (r, errs) = rc.finish(exit, wall, false);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(r.exit, ExitOutcome::Signal(libc::SIGKILL));
+        assert_eq!(r.ended_by, Some(LimitKind::WallTime));
+        assert!(r.limits_hit.contains(&LimitKind::Disk), "{r:?}");
+        assert!(r.bytes_written.unwrap() <= 1 << 20);
+        assert!(r.bytes_written.unwrap() >= 900_000, "{r:?}");
+        assert!(r.wall_time_ms >= 400 && r.wall_time_ms < 3000, "{r:?}");
+        assert!(!crate::disk::is_tmpfs_mount(&area_dir));
+        assert!(!area_dir.exists());
+        eprintln!("{}", r.to_json());
     }
 }

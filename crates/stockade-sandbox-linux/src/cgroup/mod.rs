@@ -633,8 +633,12 @@ impl CgroupHost {
                 }
             ),
             Layout::V1 { memory, .. } => format!(
-                "cgroup v1, workers under /stockade of the memory, pids, cpu, cpuacct and freezer hierarchies (e.g. {})",
-                memory.display()
+                "cgroup v1, {}/<memory|pids|cpu|cpuacct|freezer>/stockade",
+                memory
+                    .parent()
+                    .and_then(Path::parent)
+                    .unwrap_or(Path::new("?"))
+                    .display()
             ),
         }
     }
