@@ -366,11 +366,21 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
     steps.push(Step::Devpts { target: cstr(b"/newroot/dev/pts")? });
     steps.push(Step::Symlink { target: cstr(b"pts/ptmx")?, link: cstr(b"/newroot/dev/ptmx")? });
     steps.push(Step::Mkdir { path: cstr(b"/newroot/dev/shm")?, optional: false });
-    steps.push(Step::Tmpfs {
-        target: cstr(b"/newroot/dev/shm")?,
-        flags: (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong,
-        data: cstr(b"mode=1777,size=64m")?,
-    });
+    match &spec.tmp {
+        // With a caller-supplied /tmp (the size-limited writable area, ADR 0020), POSIX shared
+        // memory lands in the same directory, so one ceiling bounds every writable place.
+        TmpDir::Host(dir) => steps.push(Step::Bind {
+            src: under("/oldroot", dir)?,
+            dst: cstr(b"/newroot/dev/shm")?,
+            attr: ATTR_NOSUID | ATTR_NODEV,
+            optional: false,
+        }),
+        TmpDir::Private => steps.push(Step::Tmpfs {
+            target: cstr(b"/newroot/dev/shm")?,
+            flags: (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong,
+            data: cstr(b"mode=1777,size=64m")?,
+        }),
+    }
     for (name, target) in [
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),

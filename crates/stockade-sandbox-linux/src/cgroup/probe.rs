@@ -232,7 +232,7 @@ pub fn prove_pids(
 }
 
 /// CPU: a busy loop under a 0.05-CPU quota, run until the kernel has throttled it in at least
-/// five periods (at most five seconds), must have used no more CPU time than the quota allows
+/// three periods (at most five seconds), must have used no more CPU time than the quota allows
 /// for the elapsed wall time ([`cpu_allowance_us`]).
 ///
 /// A small quota keeps the proof valid on a loaded host: the loop only has to get more than 5%
@@ -258,7 +258,7 @@ pub fn prove_cpu(
     let launched = Instant::now();
     let mut p = launch(l, "cpu", "while :; do :; done", &cg)?;
     wait_until(Duration::from_secs(5), || {
-        cg.usage().cpu_throttled_periods >= 5
+        cg.usage().cpu_throttled_periods >= 3
     });
     cg.kill_all()?;
     let wall = launched.elapsed();
@@ -368,7 +368,7 @@ pub fn prove_tree(
     })
 }
 
-/// Wall time: a sleeper ignoring SIGTERM under a 300 ms budget must be SIGKILLed by the
+/// Wall time: a sleeper ignoring SIGTERM under a 150 ms budget must be SIGKILLed by the
 /// [`Watchdog`] within a second, children included.
 ///
 /// # Errors
@@ -377,7 +377,7 @@ pub fn prove_wall_time(
     host: &CgroupHost,
     l: &mut dyn CanaryLauncher,
 ) -> Result<CeilingEvidence, ProbeError> {
-    let budget = Duration::from_millis(300);
+    let budget = Duration::from_millis(150);
     let start = Instant::now();
     let cg = host.create_with(
         "probe-wall",
