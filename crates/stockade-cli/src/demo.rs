@@ -11,13 +11,11 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use serde_json::json;
 use stockade_orchestrator::demo::{
-    DEMO_AGENT_PY, DEMO_OBJECTIVE, build_demo_repo, demo_model_script, unique_token,
+    DemoHost, DemoRepo, build_demo_repo, demo_inputs, demo_model_script, unique_token,
 };
 use stockade_orchestrator::model_server::{ModelServerConfig, ScriptedModelServer};
 use stockade_orchestrator::{AttemptRequest, AttemptStatus, EXIT_INCOMPLETE, EXIT_REFUSED};
-use stockade_policy::{load_preset, load_trusted_connections, load_work_unit};
 
 use crate::run::{backend, print_summary, run_attempt, sanitize, summary_json};
 
@@ -84,55 +82,25 @@ fn setup() -> Result<Setup, String> {
 }
 
 fn request(s: &Setup, model_port: u16) -> Result<AttemptRequest, String> {
-    let origin = format!("http://127.0.0.1:{model_port}");
     let key_file = s.dir.join("model-authorization");
     write_private(&key_file, format!("Bearer {}", s.key).as_bytes())
         .map_err(|e| format!("write {}: {e}", key_file.display()))?;
-    let preset = json!({
-        "id": "stockade-demo-agent",
-        "kind": "model-only",
-        "command": ["/usr/bin/python3", "-c", DEMO_AGENT_PY],
-        "prompt_transport": "stdin",
-        "sandbox_required": true,
-        "default_limits": { "cpu_millis": 1000, "memory_bytes": 536_870_912u64, "disk_bytes": 268_435_456u64, "pids": 128 },
-        "connections": [{ "name": "demo-model", "base_url_env": ["OPENAI_BASE_URL"] }],
-        "env": {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "OPENAI_API_KEY": "stockade-placeholder-not-a-key",
-            "STOCKADE_DEMO_SECRET_PATH": s.secret_path.display().to_string(),
-            "STOCKADE_DEMO_MODEL_PORT": model_port.to_string(),
-            "STOCKADE_DEMO_REPO_PATH": s.repo.display().to_string(),
-        },
-    });
-    let work_unit = json!({
-        "id": "stockade-demo",
-        "objective": DEMO_OBJECTIVE,
-        "base_commit": s.commit,
-        "scope": ["calc.py"],
-        "forbidden": ["test_calc.py"],
-        "permissions": {
-            "sandbox_required": true,
-            "process_execution": true,
-            "wall_time_secs": 120,
-            "network": { "mode": "bounded", "destinations": [origin] },
-        },
-    });
-    let trusted = json!({
-        "connections": { "demo-model": {
-            "origin": origin,
-            "headers": [{ "header": "authorization", "secret": format!("file:{}", key_file.display()) }],
-        }},
-    });
-    let bytes = |v: &serde_json::Value| serde_json::to_vec(v).unwrap_or_default();
+    let repo = DemoRepo {
+        path: s.repo.clone(),
+        commit: s.commit.clone(),
+    };
+    let (preset, work_unit, trusted) = demo_inputs(DemoHost {
+        repo: &repo,
+        model_port,
+        key_file: &key_file,
+        secret_path: &s.secret_path,
+    })
+    .map_err(|e| e.to_string())?;
     Ok(AttemptRequest {
         attempt_id: None,
-        preset: load_preset(&bytes(&preset), "demo-preset.json").map_err(|e| e.to_string())?,
-        work_unit: load_work_unit(&bytes(&work_unit), "demo-work-unit.json")
-            .map_err(|e| e.to_string())?,
-        trusted: load_trusted_connections(&bytes(&trusted), "demo-trusted.json")
-            .map_err(|e| e.to_string())?,
+        preset,
+        work_unit,
+        trusted,
         repo: s.repo.clone(),
         artifacts_dir: s.dir.join("artifacts"),
         state_dir: s.dir.join("state"),
@@ -169,7 +137,7 @@ fn run_in(s: &Setup, args: &DemoArgs) -> i32 {
         "  host secret:  {} (planted outside the workspace)",
         s.secret_path.display()
     );
-    let backend = match backend() {
+    let backend = match backend(&s.dir.join("state")) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("stockade demo: refused: backend unavailable: {e}");

@@ -1,7 +1,7 @@
 //! `stockade run`: one attempt of an agent preset on a work unit, end to end.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
@@ -68,12 +68,13 @@ pub fn default_state_dir() -> PathBuf {
     }
 }
 
-/// The sandbox backend of this build, or why there is none. Never a raw-process fallback.
-pub fn backend() -> Result<Arc<dyn Backend>, String> {
-    Err("the Linux backend does not implement the stockade-sandbox `Backend` contract in this build \
-         yet (stockade-sandbox-linux offers `launch` and `probe`, not `prewarm`/`create` sessions); \
-         `stockade run` refuses rather than start an agent outside a session"
-        .to_owned())
+/// The sandbox backend of this build (the Linux namespaces backend, keeping its templates and
+/// sessions under `STATE/backend`), or why there is none. Never a raw-process fallback: its
+/// probe runs a canary inside a real sandbox (this executable, re-executed).
+pub fn backend(state: &Path) -> Result<Arc<dyn Backend>, String> {
+    let backend = stockade_sandbox_linux::backend::LinuxBackend::new(state.join("backend"))
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(backend))
 }
 
 fn trusted_path(arg: Option<PathBuf>) -> Option<PathBuf> {
@@ -362,7 +363,7 @@ pub fn run(args: RunArgs) -> i32 {
         state_dir: state,
         gateway_extra_ca_pem,
     };
-    let backend = match backend() {
+    let backend = match backend(&req.state_dir) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("stockade: refused: backend unavailable: {e}");

@@ -1,5 +1,8 @@
 # Stockade demo agent: python3 standard library only.
 #
+# It travels as `python3 -c SOURCE`, so it uses %-formatting: a lower-case name in braces in a
+# preset's command would be read as a placeholder.
+#
 # It runs INSIDE the sandbox. It reads its objective from stdin, asks the "model" (the gateway
 # URL in OPENAI_BASE_URL; it holds no key) for a fix, applies it, runs the repository's test,
 # and on the way tries a few forbidden things, printing one DENIED or ALLOWED line for each.
@@ -14,7 +17,7 @@ import urllib.request
 
 
 def line(verdict, what, detail):
-    print(f"{verdict:<8}{what}: {detail}", flush=True)
+    print("%-8s%s: %s" % (verdict, what, detail), flush=True)
 
 
 def attempt(what, action):
@@ -22,7 +25,7 @@ def attempt(what, action):
     try:
         detail = action()
     except Exception as exc:  # the forbidden thing failed: that is the point
-        line("DENIED", what, f"{type(exc).__name__}: {exc}")
+        line("DENIED", what, "%s: %s" % (type(exc).__name__, exc))
         return False
     line("ALLOWED", what, detail)
     return True
@@ -31,13 +34,13 @@ def attempt(what, action):
 def read_host_secret():
     path = os.environ.get("STOCKADE_DEMO_SECRET_PATH", "/nonexistent")
     with open(path, "rb") as f:
-        return f"read {len(f.read())} bytes from {path}"
+        return "read %d bytes from %s" % (len(f.read()), path)
 
 
 def tcp(host, port):
     def go():
         with socket.create_connection((host, port), timeout=3):
-            return f"connected to {host}:{port}"
+            return "connected to %s:%d" % (host, port)
     return go
 
 
@@ -48,18 +51,18 @@ def udp_dns():
         s.settimeout(3)
         s.sendto(query, ("1.1.1.1", 53))
         data, _ = s.recvfrom(512)
-        return f"got {len(data)} bytes of DNS answer"
+        return "got %d bytes of DNS answer" % len(data)
 
 
 def resolve():
-    return f"resolved to {socket.getaddrinfo('pypi.org', 443)[0][4][0]}"
+    return "resolved to %s" % socket.getaddrinfo("pypi.org", 443)[0][4][0]
 
 
 def write_to(path):
     def go():
         with open(path, "w") as f:
             f.write("stockade demo agent was here\n")
-        return f"wrote {path}"
+        return "wrote %s" % path
     return go
 
 
@@ -68,18 +71,18 @@ def env_key():
     key = os.environ.get("OPENAI_API_KEY", "")
     # The real key lives only on the host; what is here must be a placeholder (or nothing).
     if key and not key.startswith("stockade-placeholder"):
-        return f"OPENAI_API_KEY looks real ({len(key)} chars)"
-    raise PermissionError(f"no credential in the environment (OPENAI_API_KEY={key!r}; variables: {', '.join(names)})")
+        return "OPENAI_API_KEY looks real (%d chars)" % len(key)
+    raise PermissionError("no credential in the environment (OPENAI_API_KEY=%r; variables: %s)" % (key, ", ".join(names)))
 
 
 def ask_model(objective, files):
     base = os.environ["OPENAI_BASE_URL"].rstrip("/")
-    listing = "\n\n".join(f"FILE {name}\n```\n{text}```" for name, text in files.items())
+    listing = "\n\n".join("FILE %s\n```\n%s```" % (name, text) for name, text in files.items())
     body = {
         "model": os.environ.get("STOCKADE_DEMO_MODEL", "stockade-scripted"),
         "messages": [
             {"role": "system", "content": "Reply with FILE <path> and the whole new file in a fenced block."},
-            {"role": "user", "content": f"{objective}\n\n{listing}"},
+            {"role": "user", "content": objective + "\n\n" + listing},
         ],
     }
     req = urllib.request.Request(
@@ -109,7 +112,7 @@ def apply_reply(text):
                     content.append(lines[i])
                     i += 1
                 if os.path.isabs(path) or ".." in path.split("/"):
-                    raise ValueError(f"model named a path outside the workspace: {path}")
+                    raise ValueError("model named a path outside the workspace: %s" % path)
                 with open(path, "w") as f:
                     f.write("".join(content))
                 written.append(path)
@@ -119,8 +122,8 @@ def apply_reply(text):
 
 def main():
     objective = sys.stdin.read().strip()
-    print(f"stockade demo agent: objective: {objective!r}", flush=True)
-    print(f"stockade demo agent: working in {os.getcwd()} as uid {os.getuid()}", flush=True)
+    print("stockade demo agent: objective: %r" % objective, flush=True)
+    print("stockade demo agent: working in %s as uid %d" % (os.getcwd(), os.getuid()), flush=True)
 
     print("--- trying forbidden things ---", flush=True)
     allowed = 0
@@ -128,7 +131,7 @@ def main():
     allowed += attempt("read the model API key from my environment", env_key)
     port = int(os.environ.get("STOCKADE_DEMO_MODEL_PORT", "0") or 0)
     if port:
-        allowed += attempt(f"open TCP to the model server directly (127.0.0.1:{port})", tcp("127.0.0.1", port))
+        allowed += attempt("open TCP to the model server directly (127.0.0.1:%d)" % port, tcp("127.0.0.1", port))
     allowed += attempt("open TCP to 1.1.1.1:53", tcp("1.1.1.1", 53))
     allowed += attempt("send a DNS query over UDP to 1.1.1.1:53", udp_dns)
     allowed += attempt("resolve pypi.org", resolve)
@@ -137,7 +140,7 @@ def main():
         allowed += attempt("write into the canonical repository", write_to(os.path.join(repo, "PWNED")))
     allowed += attempt("write /etc/stockade-demo-pwned", write_to("/etc/stockade-demo-pwned"))
     allowed += attempt("write /usr/stockade-demo-pwned", write_to("/usr/stockade-demo-pwned"))
-    print(f"--- {allowed} forbidden thing(s) allowed ---", flush=True)
+    print("--- %d forbidden thing(s) allowed ---" % allowed, flush=True)
 
     print("--- asking the model through the gateway ---", flush=True)
     files = {}
@@ -148,15 +151,15 @@ def main():
     try:
         reply = ask_model(objective, files)
     except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
-        print(f"model request failed: {exc}", flush=True)
+        print("model request failed: %s" % exc, flush=True)
         return 3
     written = apply_reply(reply)
-    print(f"applied the model's fix to: {', '.join(written) or 'nothing'}", flush=True)
+    print("applied the model's fix to: %s" % (", ".join(written) or "nothing"), flush=True)
 
     print("--- running the repository's test ---", flush=True)
     test = subprocess.run([sys.executable, "test_calc.py"], capture_output=True, text=True, timeout=60)
     sys.stdout.write(test.stdout + test.stderr)
-    print(f"test exit status: {test.returncode}", flush=True)
+    print("test exit status: %d" % test.returncode, flush=True)
     return 0 if test.returncode == 0 and allowed == 0 else 1
 
 

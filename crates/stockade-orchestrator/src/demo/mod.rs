@@ -11,6 +11,12 @@ use std::path::{Path, PathBuf};
 use gix::bstr::BString;
 use gix::objs::tree::{Entry, EntryKind};
 
+use serde_json::json;
+use stockade_policy::{
+    AgentPreset, LoadError, TrustedModelConnections, WorkUnit, load_preset,
+    load_trusted_connections, load_work_unit,
+};
+
 use crate::model_server::ScriptedReply;
 
 /// The demo agent's source; run as `/usr/bin/python3 -c DEMO_AGENT_PY` inside the sandbox.
@@ -65,6 +71,72 @@ pub fn unique_token(label: &str) -> String {
             .to_le_bytes(),
     );
     h.finalize().to_hex()[..32].to_owned()
+}
+
+/// Where the demo's host-side pieces are, for [`demo_inputs`].
+#[derive(Debug, Clone, Copy)]
+pub struct DemoHost<'a> {
+    /// The demo repository.
+    pub repo: &'a DemoRepo,
+    /// The scripted model server's port on host loopback.
+    pub model_port: u16,
+    /// Host file holding the whole `Authorization` header value (read by the gateway only).
+    pub key_file: &'a Path,
+    /// The host secret the demo planted outside the workspace (the agent tries to read it).
+    pub secret_path: &'a Path,
+}
+
+/// The demo's preset, work unit and trusted connections, built as JSON and loaded with
+/// stockade-policy's loader like any user's files. The agent runs as
+/// `/usr/bin/python3 -c DEMO_AGENT_PY` with the objective on stdin; its only network is the
+/// scripted model server's origin, through the gateway.
+pub fn demo_inputs(
+    host: DemoHost<'_>,
+) -> Result<(AgentPreset, WorkUnit, TrustedModelConnections), LoadError> {
+    let origin = format!("http://127.0.0.1:{}", host.model_port);
+    let preset = json!({
+        "id": "stockade-demo-agent",
+        "kind": "model-only",
+        "command": ["/usr/bin/python3", "-c", DEMO_AGENT_PY],
+        "prompt_transport": "stdin",
+        "sandbox_required": true,
+        "default_limits": { "cpu_millis": 1000, "memory_bytes": 536_870_912u64, "disk_bytes": 268_435_456u64, "pids": 128 },
+        "connections": [{ "name": "demo-model", "base_url_env": ["OPENAI_BASE_URL"] }],
+        "env": {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENAI_API_KEY": "stockade-placeholder-not-a-key",
+            "STOCKADE_DEMO_SECRET_PATH": host.secret_path.display().to_string(),
+            "STOCKADE_DEMO_MODEL_PORT": host.model_port.to_string(),
+            "STOCKADE_DEMO_REPO_PATH": host.repo.path.display().to_string(),
+        },
+    });
+    let work_unit = json!({
+        "id": "stockade-demo",
+        "objective": DEMO_OBJECTIVE,
+        "base_commit": host.repo.commit,
+        "scope": ["calc.py"],
+        "forbidden": ["test_calc.py"],
+        "permissions": {
+            "sandbox_required": true,
+            "process_execution": true,
+            "wall_time_secs": 120,
+            "network": { "mode": "bounded", "destinations": [origin] },
+        },
+    });
+    let trusted = json!({
+        "connections": { "demo-model": {
+            "origin": origin,
+            "headers": [{ "header": "authorization", "secret": format!("file:{}", host.key_file.display()) }],
+        }},
+    });
+    let bytes = |v: &serde_json::Value| serde_json::to_vec(v).unwrap_or_default();
+    Ok((
+        load_preset(&bytes(&preset), "demo-preset.json")?,
+        load_work_unit(&bytes(&work_unit), "demo-work-unit.json")?,
+        load_trusted_connections(&bytes(&trusted), "demo-trusted.json")?,
+    ))
 }
 
 /// A demo repository on disk.
@@ -191,6 +263,28 @@ mod tests {
             .map(|e| e.unwrap().filename().to_string())
             .collect();
         assert_eq!(names, ["README.md", "calc.py", "test_calc.py"]);
+    }
+
+    #[test]
+    fn the_demo_inputs_resolve_into_a_policy_with_one_gateway_destination() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = build_demo_repo(&d.path().join("demo.git")).unwrap();
+        let (preset, wu, trusted) = demo_inputs(DemoHost {
+            repo: &repo,
+            model_port: 4242,
+            key_file: &d.path().join("key"),
+            secret_path: &d.path().join("secret"),
+        })
+        .unwrap();
+        let policy = stockade_policy::SandboxPolicy::resolve(&wu, &preset, &trusted).unwrap();
+        assert_eq!(policy.destinations().len(), 1);
+        assert_eq!(
+            policy.destinations()[0].origin.to_string(),
+            "http://127.0.0.1:4242"
+        );
+        assert_eq!(policy.command()[2], DEMO_AGENT_PY);
+        let plan = crate::plan::plan_launch(&policy).unwrap();
+        assert_eq!(plan.stdin.as_deref(), Some(DEMO_OBJECTIVE.as_bytes()));
     }
 
     #[test]
