@@ -105,7 +105,7 @@ impl Refusal {
 }
 
 /// Escapes control characters so backend-supplied text cannot rewrite the operator's terminal.
-fn printable(s: &str) -> String {
+pub(crate) fn printable(s: &str) -> String {
     s.chars()
         .flat_map(|c| {
             if c.is_control() {

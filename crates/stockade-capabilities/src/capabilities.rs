@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::Protection;
+use crate::admission::printable;
 
 /// What a backend says about one protection on this host.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -41,9 +42,16 @@ impl fmt::Display for ProtectionStatus {
             ProtectionStatus::Enforced { evidence } if evidence.trim().is_empty() => {
                 f.write_str("not enforced: attested without evidence")
             }
-            ProtectionStatus::Enforced { evidence } => write!(f, "enforced: {evidence}"),
+            ProtectionStatus::Enforced { evidence } => {
+                write!(f, "enforced: {}", printable(evidence))
+            }
             ProtectionStatus::Unavailable { reason, remedy } => {
-                write!(f, "unavailable: {reason} (fix: {remedy})")
+                write!(
+                    f,
+                    "unavailable: {} (fix: {})",
+                    printable(reason),
+                    printable(remedy)
+                )
             }
             ProtectionStatus::Unknown => f.write_str("unknown: not attested"),
         }
@@ -168,8 +176,8 @@ impl SandboxCapabilities {
     pub fn report(&self) -> String {
         let mut out = format!(
             "backend {} on kernel {} (landlock abi {}, cgroup {})\n",
-            self.backend,
-            self.host.kernel,
+            printable(&self.backend.to_string()),
+            printable(&self.host.kernel),
             self.host
                 .landlock_abi
                 .map_or_else(|| "none".to_owned(), |v| v.to_string()),
@@ -229,6 +237,37 @@ mod tests {
         assert!(c.is_enforced(Protection::Cpu));
         c.set(Protection::Cpu, ProtectionStatus::Unknown);
         assert!(!c.is_enforced(Protection::Cpu));
+    }
+
+    #[test]
+    fn report_snapshot() {
+        let mut c = caps();
+        c.set(
+            Protection::ProcessTree,
+            ProtectionStatus::Enforced {
+                evidence: "child saw pid 1; tree reaped".into(),
+            },
+        );
+        c.set(
+            Protection::Memory,
+            ProtectionStatus::Enforced {
+                evidence: "oom-killed at 64 MiB".into(),
+            },
+        );
+        c.set(
+            Protection::Cpu,
+            ProtectionStatus::Enforced {
+                evidence: " ".into(),
+            },
+        );
+        c.set(
+            Protection::WritableDisk,
+            ProtectionStatus::Unavailable {
+                reason: "no size-limited upper layer".into(),
+                remedy: "mount a tmpfs".into(),
+            },
+        );
+        insta::assert_snapshot!("capability_report", c.report());
     }
 
     #[test]

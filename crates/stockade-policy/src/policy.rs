@@ -52,10 +52,10 @@ pub struct Destination {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum Violation {
-    /// A work unit or preset id is not `[A-Za-z0-9._-]{1,128}`.
+    /// A work unit, preset or connection id is not `[A-Za-z0-9._-]{1,128}`.
     #[error("{what} id `{id}` must be 1 to 128 characters from [A-Za-z0-9._-]")]
     Id {
-        /// `work unit` or `preset`.
+        /// `work unit`, `preset` or `connection`.
         what: &'static str,
         /// The id as given.
         id: String,
@@ -575,6 +575,12 @@ impl SandboxPolicy {
         let mut names = BTreeSet::new();
         let mut base_url_owner: BTreeMap<&str, &str> = BTreeMap::new();
         for c in &preset.connections {
+            if !valid_id(&c.name) {
+                v.push(Violation::Id {
+                    what: "connection",
+                    id: c.name.clone(),
+                });
+            }
             if !names.insert(c.name.as_str()) {
                 v.push(Violation::DuplicateConnection(c.name.clone()));
             }

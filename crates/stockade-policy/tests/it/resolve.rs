@@ -368,3 +368,20 @@ fn error_text_escapes_control_characters() {
         .to_string();
     assert!(!err.contains('\u{1b}'), "{err}");
 }
+
+#[test]
+fn connection_names_are_ids() {
+    let mut t = trusted();
+    let c = t.connections.remove("openai").unwrap();
+    t.connections.insert("open ai".into(), c);
+    let mut preset = codex();
+    preset.connections[0].name = "open ai".into();
+    let v = violations(SandboxPolicy::resolve(&fix_parser(), &preset, &t).unwrap_err());
+    assert_eq!(
+        v,
+        [Violation::Id {
+            what: "connection",
+            id: "open ai".into()
+        }]
+    );
+}
