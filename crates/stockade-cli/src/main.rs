@@ -1,4 +1,76 @@
-//! # stockade — the command line
+//! # stockade — the command line (layer 5)
+//!
+//! `stockade probe` attests what this host enforces; `stockade exec` runs one program in a
+//! fresh sandbox and refuses, naming every missing protection, unless everything the request
+//! needs is attested. It never falls back to running a program unsandboxed.
 #![forbid(unsafe_code)]
 
-fn main() {}
+mod exec;
+mod probe_cmd;
+mod units;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes of Stockade's own outcomes (a program's own status passes through unchanged).
+pub mod codes {
+    /// Invalid command line.
+    pub const USAGE: i32 = 123;
+    /// The wall-time budget ended the run (the whole process tree was killed).
+    pub const WALL_TIME: i32 = 124;
+    /// Refused: a protection the request needs is not attested on this host.
+    pub const REFUSED: i32 = 125;
+    /// The sandbox could not be set up.
+    pub const SETUP_FAILED: i32 = 126;
+    /// The program was not found or is not executable inside the sandbox.
+    pub const NOT_FOUND: i32 = 127;
+}
+
+const EXIT_CODES_HELP: &str = "\
+Exit status:
+  the program's own exit status, or 128+N when it was killed by signal N
+  123  invalid command line
+  124  wall-time budget exceeded (--wall); the whole process tree was killed
+  125  refused: a protection the request needs is not attested on this host
+  126  the sandbox could not be set up
+  127  the program was not found or is not executable inside the sandbox";
+
+/// Run untrusted programs inside a kernel-enforced boundary.
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Prove, on this host, which protections are enforced (a canary runs inside a real sandbox).
+    ///
+    /// Exits 0 only when all eight ADR-0017 protections are enforced, 1 otherwise.
+    Probe {
+        /// Print the attestation and every check as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one program in a fresh sandbox.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Exec(exec::ExecArgs),
+}
+
+fn main() {
+    // A probe re-executes this binary inside a sandbox as its canary.
+    stockade_sandbox_linux::canary::run_if_requested();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { codes::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Probe { json } => probe_cmd::run(json),
+        Command::Exec(args) => exec::run(args),
+    };
+    std::process::exit(code);
+}

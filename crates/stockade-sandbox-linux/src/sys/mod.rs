@@ -6,7 +6,7 @@
 //!
 //! The wrappers return `Result<_, Errno>` and never allocate, so the child routine can call them
 //! between `clone` and `execve`.
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 pub(crate) mod child;
 
@@ -265,4 +265,141 @@ pub(crate) fn ids() -> (u32, u32) {
 /// The raw fd number of an owned descriptor (convenience).
 pub(crate) fn raw(fd: &OwnedFd) -> RawFd {
     fd.as_raw_fd()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Canary attempts: forbidden system calls with arguments chosen so that, if the filter did not
+// stop them, the kernel would fail them with a *different* errno (bad pointers, bad fds, bad
+// flags) without touching any memory or state. The errno therefore tells who refused.
+// ---------------------------------------------------------------------------------------------
+
+/// One forbidden call the canary tries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    PtraceAttach,
+    ProcessVmReadv,
+    Mount,
+    Umount,
+    PivotRoot,
+    OpenTree,
+    Fsopen,
+    MoveMount,
+    MountSetattr,
+    UnshareUser,
+    CloneNewUser,
+    Setns,
+    IoUringSetup,
+    Bpf,
+    PerfEventOpen,
+    Userfaultfd,
+    Keyctl,
+    AddKey,
+    SocketNetlink,
+    SocketPacket,
+    IoctlTiocsti,
+    IoctlTiocstiHighBits,
+    IoctlTioclinux,
+    Clone3,
+    X32Getpid,
+    Personality,
+    Settimeofday,
+    ClockSettime,
+    PidfdGetfd,
+    Chroot,
+}
+
+impl Attempt {
+    /// Every attempt, with the errno the filter must produce.
+    pub(crate) const ALL: [(Attempt, &'static str, i32); 30] = [
+        (Attempt::PtraceAttach, "ptrace", libc::EPERM),
+        (Attempt::ProcessVmReadv, "process_vm_readv", libc::EPERM),
+        (Attempt::Mount, "mount", libc::EPERM),
+        (Attempt::Umount, "umount2", libc::EPERM),
+        (Attempt::PivotRoot, "pivot_root", libc::EPERM),
+        (Attempt::OpenTree, "open_tree", libc::EPERM),
+        (Attempt::Fsopen, "fsopen", libc::EPERM),
+        (Attempt::MoveMount, "move_mount", libc::EPERM),
+        (Attempt::MountSetattr, "mount_setattr", libc::EPERM),
+        (Attempt::UnshareUser, "unshare(CLONE_NEWUSER)", libc::EPERM),
+        (Attempt::CloneNewUser, "clone(CLONE_NEWUSER)", libc::EPERM),
+        (Attempt::Setns, "setns", libc::EPERM),
+        (Attempt::IoUringSetup, "io_uring_setup", libc::EPERM),
+        (Attempt::Bpf, "bpf", libc::EPERM),
+        (Attempt::PerfEventOpen, "perf_event_open", libc::EPERM),
+        (Attempt::Userfaultfd, "userfaultfd", libc::EPERM),
+        (Attempt::Keyctl, "keyctl", libc::EPERM),
+        (Attempt::AddKey, "add_key", libc::EPERM),
+        (Attempt::SocketNetlink, "socket(AF_NETLINK)", libc::EPERM),
+        (Attempt::SocketPacket, "socket(AF_PACKET)", libc::EPERM),
+        (Attempt::IoctlTiocsti, "ioctl(TIOCSTI)", libc::EPERM),
+        (Attempt::IoctlTiocstiHighBits, "ioctl(TIOCSTI|1<<32)", libc::EPERM),
+        (Attempt::IoctlTioclinux, "ioctl(TIOCLINUX)", libc::EPERM),
+        (Attempt::Clone3, "clone3", libc::ENOSYS),
+        (Attempt::X32Getpid, "x32 getpid", libc::ENOSYS),
+        (Attempt::Personality, "personality(PER_LINUX32)", libc::EPERM),
+        (Attempt::Settimeofday, "settimeofday", libc::EPERM),
+        (Attempt::ClockSettime, "clock_settime", libc::EPERM),
+        (Attempt::PidfdGetfd, "pidfd_getfd", libc::EPERM),
+        (Attempt::Chroot, "chroot", libc::EPERM),
+    ];
+
+    /// Runs the attempt; returns the errno (0 if the call succeeded).
+    pub(crate) fn run(self) -> i32 {
+        const BAD: usize = 1; // an unmapped address: the kernel faults, never touches memory
+        // SAFETY: raw system calls whose pointer arguments are NULL or the unmapped address 1
+        // and whose fd arguments are -1; none can read or write our memory, and flag values
+        // are chosen so that the kernel rejects them before creating anything.
+        let r: libc::c_long = unsafe { match self {
+            Attempt::PtraceAttach => libc::syscall(libc::SYS_ptrace, libc::PTRACE_ATTACH, -1, 0, 0),
+            Attempt::ProcessVmReadv => libc::syscall(libc::SYS_process_vm_readv, -1, BAD, 1, BAD, 1, 0),
+            Attempt::Mount => libc::syscall(libc::SYS_mount, BAD, BAD, BAD, 0, 0),
+            Attempt::Umount => libc::syscall(libc::SYS_umount2, BAD, 0),
+            Attempt::PivotRoot => libc::syscall(libc::SYS_pivot_root, BAD, BAD),
+            Attempt::OpenTree => libc::syscall(libc::SYS_open_tree, -1, BAD, 0),
+            Attempt::Fsopen => libc::syscall(libc::SYS_fsopen, BAD, 0),
+            Attempt::MoveMount => libc::syscall(libc::SYS_move_mount, -1, BAD, -1, BAD, 0),
+            Attempt::MountSetattr => libc::syscall(libc::SYS_mount_setattr, -1, BAD, 0, BAD, 32),
+            Attempt::UnshareUser => libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | 0x1),
+            // CLONE_THREAD without CLONE_SIGHAND is EINVAL in the kernel: no process is created.
+            Attempt::CloneNewUser => libc::syscall(libc::SYS_clone, libc::CLONE_NEWUSER | libc::CLONE_THREAD, 0, 0, 0, 0),
+            Attempt::Setns => libc::syscall(libc::SYS_setns, -1, 0),
+            Attempt::IoUringSetup => libc::syscall(libc::SYS_io_uring_setup, 0, BAD),
+            Attempt::Bpf => libc::syscall(libc::SYS_bpf, -1, BAD, 0),
+            Attempt::PerfEventOpen => libc::syscall(libc::SYS_perf_event_open, BAD, 0, -1, -1, 0),
+            Attempt::Userfaultfd => libc::syscall(libc::SYS_userfaultfd, -1),
+            Attempt::Keyctl => libc::syscall(libc::SYS_keyctl, -1, 0, 0, 0, 0),
+            Attempt::AddKey => libc::syscall(libc::SYS_add_key, BAD, BAD, BAD, 0, 0),
+            Attempt::SocketNetlink => libc::syscall(libc::SYS_socket, libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
+            Attempt::SocketPacket => libc::syscall(libc::SYS_socket, libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
+            Attempt::IoctlTiocsti => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCSTI, BAD),
+            Attempt::IoctlTiocstiHighBits => libc::syscall(libc::SYS_ioctl, -1, (1u64 << 32) | libc::TIOCSTI, BAD),
+            Attempt::IoctlTioclinux => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCLINUX, BAD),
+            Attempt::Clone3 => libc::syscall(libc::SYS_clone3, BAD, 0),
+            Attempt::X32Getpid => libc::syscall(libc::SYS_getpid | 0x4000_0000),
+            Attempt::Personality => libc::syscall(libc::SYS_personality, 0x0008),
+            Attempt::Settimeofday => libc::syscall(libc::SYS_settimeofday, BAD, BAD),
+            Attempt::ClockSettime => libc::syscall(libc::SYS_clock_settime, -1, BAD),
+            Attempt::PidfdGetfd => libc::syscall(libc::SYS_pidfd_getfd, -1, -1, 0),
+            Attempt::Chroot => libc::syscall(libc::SYS_chroot, BAD),
+        } };
+        if r < 0 {
+            Errno::last().0
+        } else {
+            // A descriptor may have been created (socket): close it.
+            if matches!(self, Attempt::SocketNetlink | Attempt::SocketPacket) {
+                // SAFETY: closing the descriptor the call just returned.
+                unsafe { libc::close(r as libc::c_int) };
+            }
+            0
+        }
+    }
+}
+
+/// Canary helper: leaves a detached (`setsid`) shell daemon that ignores TERM, HUP and INT,
+/// for the process-tree self-test. Runs only inside a sandbox.
+pub(crate) fn spawn_detached_daemon() -> std::io::Result<()> {
+    let st = std::process::Command::new("/bin/sh")
+        .args(["-c", "setsid sh -c 'trap \"\" TERM HUP INT; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &"])
+        .status()?;
+    if st.success() { Ok(()) } else { Err(std::io::Error::other(format!("sh exited with {st}"))) }
 }
