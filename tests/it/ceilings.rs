@@ -205,7 +205,11 @@ fn cgroup_fork_bomb_is_contained_and_host_stays_responsive() {
     let name = cg.name().to_owned();
     // Every process forks forever and shrugs off refusals: the bomb never dies out by itself.
     let mut c = HostCanary(spawn_gated(
-        &["/usr/bin/perl", "-e", "$SIG{TERM}='IGNORE'; while (1) { fork() }"],
+        &[
+            "/usr/bin/perl",
+            "-e",
+            "$SIG{TERM}='IGNORE'; while (1) { fork() }",
+        ],
         &cg,
     ));
     let start = Instant::now();
@@ -502,4 +506,312 @@ fn disk_area_setup_cost() {
         "writable area (1 GiB tmpfs + upper/work/tmp): setup median {:?} max {:?}; unmount median {:?} max {:?}",
         setup[15], setup[29], teardown[15], teardown[29]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through `stockade exec`: the same attacks against the real command line, judged from the host.
+
+mod exec {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use stockade_sandbox_linux::cgroup::{CgroupHost, cpu_allowance_us};
+
+    /// The `stockade` binary: `STOCKADE_BIN`, or built once into this test's target directory.
+    fn stockade() -> PathBuf {
+        static BIN: OnceLock<PathBuf> = OnceLock::new();
+        BIN.get_or_init(|| {
+            if let Some(p) = std::env::var_os("STOCKADE_BIN") {
+                return PathBuf::from(p);
+            }
+            let exe = std::env::current_exe().unwrap();
+            let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+            let target_dir = profile_dir.parent().unwrap();
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(workspace)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "stockade-cli",
+                    "--bin",
+                    "stockade",
+                ])
+                .env("CARGO_TARGET_DIR", target_dir);
+            if profile_dir.file_name().and_then(|s| s.to_str()) == Some("release") {
+                cmd.arg("--release");
+            }
+            assert!(cmd.status().unwrap().success(), "building stockade failed");
+            profile_dir.join("stockade")
+        })
+        .clone()
+    }
+
+    fn host() -> Option<CgroupHost> {
+        super::host()
+    }
+
+    struct Run {
+        code: i32,
+        report: serde_json::Value,
+        stderr: String,
+    }
+
+    fn exec(ws: &Path, flags: &[&str], argv: &[&str]) -> Run {
+        let report = ws.parent().unwrap().join(format!(
+            "report-{}.json",
+            ws.file_name().unwrap().to_string_lossy()
+        ));
+        let out = Command::new(stockade())
+            .current_dir(ws)
+            .arg("exec")
+            .args(flags)
+            .arg("--json-report")
+            .arg(&report)
+            .arg("--")
+            .args(argv)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = std::fs::read_to_string(&report).unwrap_or_else(|_| "null".into());
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            report: serde_json::from_str(&text).unwrap(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Pids of live processes whose command line contains `token` (host-side judgement).
+    fn alive_with(token: &str) -> Vec<i32> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(token) && super::alive(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    fn wait_none_alive(token: &str) -> Vec<i32> {
+        let until = Instant::now() + Duration::from_secs(3);
+        loop {
+            let a = alive_with(token);
+            if a.is_empty() || Instant::now() > until {
+                return a;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A sleep duration no other process on the host uses: its command line is the token.
+    fn token(tag: u32) -> String {
+        format!("{}.{:06}", 900 + tag, std::process::id() % 1_000_000)
+    }
+
+    fn cgroups_of(host: &CgroupHost, pid: u32) -> Vec<PathBuf> {
+        let prefix = format!("{pid}-");
+        let mut v = Vec::new();
+        for b in host.base_dirs() {
+            for e in std::fs::read_dir(&b).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    v.push(e.path());
+                }
+            }
+        }
+        v
+    }
+
+    fn workspace() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        (t, ws)
+    }
+
+    #[test]
+    fn exec_fork_bomb_is_held_at_pids_and_killed_at_the_budget() {
+        let Some(_host) = host() else { return };
+        let (_t, ws) = workspace();
+        let tok = token(1);
+        let r = exec(
+            &ws,
+            &["--pids", "32", "--cpus", "0.5", "--wall", "2s"],
+            &["/usr/bin/perl", "-e", "while (1) { fork() }", &tok],
+        );
+        assert_eq!(r.code, 124, "{}", r.stderr);
+        assert_eq!(r.report["ended_by"], "wall_time");
+        assert!(
+            r.report["pids_peak"].as_u64().unwrap() <= 32,
+            "{}",
+            r.report
+        );
+        assert!(
+            r.report["pids_limit_hits"].as_u64().unwrap() > 0,
+            "{}",
+            r.report
+        );
+        assert!(wait_none_alive(&tok).is_empty(), "fork bomb survived");
+    }
+
+    #[test]
+    fn exec_memory_balloon_is_oom_killed() {
+        let Some(_host) = host() else { return };
+        let (_t, ws) = workspace();
+        let r = exec(
+            &ws,
+            &["--memory", "32M"],
+            &[
+                "/bin/dd",
+                "if=/dev/zero",
+                "of=/dev/null",
+                "bs=256M",
+                "count=1",
+            ],
+        );
+        assert_eq!(r.code, 128 + 9, "{}", r.stderr);
+        assert_eq!(r.report["ended_by"], "memory", "{}", r.report);
+        assert!(r.report["memory_peak_bytes"].as_u64().unwrap() <= 32 << 20);
+        assert!(
+            r.stderr.contains("memory ceiling ended the run"),
+            "{}",
+            r.stderr
+        );
+    }
+
+    /// Workspace, /tmp, /dev/shm and $HOME share one 4 MiB ceiling; the host workspace is
+    /// untouched (copy-on-write) and nothing stays mounted.
+    #[test]
+    fn exec_disk_filler_in_every_writable_place_hits_one_ceiling() {
+        let Some(_host) = host() else { return };
+        let (_t, ws) = workspace();
+        let script = "for d in . /tmp /dev/shm \"$HOME\"; do \
+                        dd if=/dev/zero of=\"$d/fill-$$\" bs=1M count=8 2>&1 | grep -q 'No space left' \
+                          && echo \"ENOSPC $d\" >&2; \
+                      done; \
+                      for i in $(seq 1 5000); do true > /tmp/inode-$i 2>/dev/null || { echo INODES >&2; break; }; done; exit 3";
+        let r = exec(&ws, &["--disk", "4M"], &["/bin/sh", "-c", script]);
+        assert_eq!(r.code, 3, "{}", r.stderr);
+        for d in [".", "/tmp", "/dev/shm", "/tmp/home"] {
+            let want = format!("ENOSPC {d}");
+            assert!(
+                r.stderr.lines().any(|l| l == want),
+                "no ENOSPC in {d}: {}",
+                r.stderr
+            );
+        }
+        assert!(
+            r.stderr.contains("INODES"),
+            "inode flood not stopped: {}",
+            r.stderr
+        );
+        assert!(
+            r.report["bytes_written"].as_u64().unwrap() <= 4 << 20,
+            "{}",
+            r.report
+        );
+        assert_eq!(r.report["ended_by"], "disk", "{}", r.report);
+        assert_eq!(
+            std::fs::read_dir(&ws).unwrap().count(),
+            0,
+            "host workspace changed"
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains("stockade-exec-area"), "area left mounted");
+    }
+
+    #[test]
+    fn exec_cpu_burners_on_all_cores_get_their_quota() {
+        let Some(_host) = host() else { return };
+        let (_t, ws) = workspace();
+        let n = 2 * std::thread::available_parallelism().unwrap().get();
+        let script =
+            format!("i=0; while [ $i -lt {n} ]; do (while :; do :; done) & i=$((i+1)); done; wait");
+        let r = exec(
+            &ws,
+            &["--cpus", "0.5", "--wall", "1500ms"],
+            &["/bin/sh", "-c", &script],
+        );
+        assert_eq!(r.code, 124, "{}", r.stderr);
+        let wall_us = r.report["wall_time_ms"].as_u64().unwrap() * 1000;
+        let cpu = r.report["cpu_time_us"].as_u64().unwrap();
+        assert!(
+            cpu <= cpu_allowance_us(wall_us, 500),
+            "{n} burners used {cpu} us of CPU in {wall_us} us under 0.5 CPU"
+        );
+    }
+
+    /// A setsid daemon ignoring TERM/HUP, a double-forked orphan and a stopped process under a
+    /// wall-time budget: all gone, and the report says the budget ended the run.
+    #[test]
+    fn exec_daemons_die_with_the_wall_time_budget() {
+        let Some(host) = host() else { return };
+        let (_t, ws) = workspace();
+        let tok = token(2);
+        let script = format!(
+            "trap '' TERM HUP; \
+             setsid sh -c \"trap '' TERM HUP; sleep {tok}\" & \
+             (sleep {tok} &); \
+             sleep {tok} & kill -STOP $!; \
+             sleep {tok}"
+        );
+        let _ = stockade(); // build first: not part of the timing
+        let t0 = Instant::now();
+        let r = exec(&ws, &["--wall", "700ms"], &["/bin/sh", "-c", &script]);
+        assert_eq!(r.code, 124, "{}", r.stderr);
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert_eq!(r.report["ended_by"], "wall_time");
+        assert_eq!(r.report["limit"], "wall-time");
+        assert!(wait_none_alive(&tok).is_empty(), "daemons survived");
+        let _ = host;
+    }
+
+    /// SIGKILL of the supervisor itself: the worker tree dies with it (PID namespace and
+    /// parent-death signal), and the next `stockade exec` sweeps the cgroup it left.
+    #[test]
+    fn exec_supervisor_sigkill_leaves_nothing_after_the_next_start() {
+        let Some(host) = host() else { return };
+        let (_t, ws) = workspace();
+        let tok = token(3);
+        let script = format!(
+            "setsid sh -c \"trap '' TERM HUP; sleep {tok}\" & (sleep {tok} &); sleep {tok}"
+        );
+        let mut sup = Command::new(stockade())
+            .current_dir(&ws)
+            .args([
+                "exec", "--pids", "64", "--memory", "256M", "--", "/bin/sh", "-c", &script,
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        while alive_with(&tok).len() < 3 {
+            assert!(Instant::now() < until, "worker tree never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sup.kill().unwrap();
+        sup.wait().unwrap();
+        let survivors = wait_none_alive(&tok);
+        assert!(
+            survivors.is_empty(),
+            "worker processes outlived the SIGKILLed supervisor: {survivors:?}"
+        );
+        // The next start sweeps what the dead supervisor left in the cgroup tree.
+        let r = exec(&ws, &[], &["/bin/true"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let left = cgroups_of(&host, sup.id());
+        assert!(left.is_empty(), "cgroups left after the sweep: {left:?}");
+    }
 }
