@@ -6,7 +6,7 @@
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `cargo xtask lint` (in process)
 //! 4. `cargo deny check bans licenses sources` (advisories need a network this machine lacks)
-//! 5. `cargo test --workspace`
+//! 5. `cargo test --workspace --no-fail-fast`
 //!
 //! The environment passes through unchanged, so `CI=true` keeps turning skipped kernel checks into
 //! failures. Each step prints its wall time; `--skip <step>` exists for local iteration only and
@@ -102,7 +102,8 @@ fn run_step(root: &Path, step: &str) -> anyhow::Result<()> {
             Ok(())
         }
         "deny" => cargo_step(root, &["deny", "check", "bans", "licenses", "sources"]),
-        "test" => cargo_step(root, &["test", "--workspace"]),
+        // --no-fail-fast: one run reports every failing test binary, not the first.
+        "test" => cargo_step(root, &["test", "--workspace", "--no-fail-fast"]),
         _ => bail!("unknown step {step}"),
     }
 }
