@@ -347,6 +347,23 @@ mod tests {
     }
 
     #[test]
+    fn tricky_literals() {
+        // An escaped quote in a char literal, a lifetime, a byte string, a raw identifier and a
+        // string spanning lines must not desynchronize the lexer.
+        let src = "let q = '\\''; fn f<'a>(x: &'a u8) {}\nlet b = b\"unsafe\\\"fork\";\nlet r#type = 1;\nlet m = \"a\nunsafe\nb\";\nunsafe { }";
+        let sp = split(src);
+        let toks = tokens(&sp.code);
+        let unsafes: Vec<usize> = toks
+            .iter()
+            .filter(|t| t.tok == Tok::Ident("unsafe".into()))
+            .map(|t| t.line)
+            .collect();
+        assert_eq!(unsafes, vec![7], "{}", sp.code);
+        assert!(toks.iter().any(|t| t.tok == Tok::Ident("type".into())));
+        assert!(!sp.code.contains("fork"));
+    }
+
+    #[test]
     fn use_trees_flatten() {
         let got = segs("use std::{process::{self, Command as C}, os::unix::process::*};");
         assert_eq!(
