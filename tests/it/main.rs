@@ -7,3 +7,4 @@
 mod workspace;
 mod capture;
 mod ceilings;
+mod agent_e2e;
