@@ -189,10 +189,18 @@ fn l004(
             ),
             file: rel(&meta.workspace_root, &t.src_path),
             line: Some(1),
-            notes: if levels.is_empty() {
-                vec![]
-            } else {
-                vec![format!("found unsafe_code at level: {}", levels.join(", "))]
+            notes: {
+                let mut notes = Vec::new();
+                if !levels.is_empty() {
+                    notes.push(format!("found unsafe_code at level: {}", levels.join(", ")));
+                }
+                if !t.kind.iter().any(|k| k == "lib" || k == "bin") {
+                    notes.push(
+                        "integration tests, benches, examples and build scripts are crate roots too"
+                            .into(),
+                    );
+                }
+                notes
             },
             fix: format!("add `{want}` after the crate's `//!` docs"),
         });

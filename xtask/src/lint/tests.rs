@@ -369,3 +369,19 @@ fn l006_stale_generated_docs() {
     crate::codegen::write(f.path()).unwrap();
     assert!(f.lint().diagnostics.is_empty());
 }
+
+#[test]
+fn l004_integration_test_roots_count() {
+    let f = Fixture::new();
+    f.write(
+        "crates/stockade-policy/tests/it.rs",
+        "//! Integration tests.\n#![allow(missing_docs)]\n",
+    );
+    let r = f.lint();
+    assert_only(&r, Rule::L004, 1);
+    assert_eq!(
+        r.diagnostics[0].file,
+        Path::new("crates/stockade-policy/tests/it.rs")
+    );
+    assert!(r.to_string().contains("are crate roots too"), "{r}");
+}
