@@ -8,3 +8,4 @@ mod workspace;
 mod capture;
 mod ceilings;
 mod agent_e2e;
+mod gateway_e2e;

@@ -32,6 +32,7 @@ mod env;
 mod error;
 mod gateway;
 pub mod head;
+pub mod oracle;
 mod upstream;
 
 pub use addr::{AddrClass, classify, may_connect};
@@ -43,3 +44,6 @@ pub use error::GatewayError;
 pub use gateway::{Endpoint, Gateway, GatewayHandle};
 pub use head::Denial;
 pub use upstream::ConnectError;
+
+/// The header-name type routes use (re-exported so callers need no direct `http` dependency).
+pub use http::HeaderName;
