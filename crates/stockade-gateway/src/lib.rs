@@ -33,6 +33,7 @@ mod error;
 mod gateway;
 pub mod head;
 pub mod oracle;
+mod plan;
 mod upstream;
 
 pub use addr::{AddrClass, classify, may_connect};
@@ -43,6 +44,7 @@ pub use env::{describe_endpoints, env_for_sandbox};
 pub use error::GatewayError;
 pub use gateway::{Endpoint, Gateway, GatewayHandle};
 pub use head::Denial;
+pub use plan::{DEFAULT_FIRST_PORT, SandboxPlan, parse_header_flag, plan_for_sandbox};
 pub use upstream::ConnectError;
 
 /// The header-name type routes use (re-exported so callers need no direct `http` dependency).
