@@ -169,3 +169,40 @@ async fn keep_alive_connections_serve_several_requests() {
     assert_eq!(buf.matches("HTTP/1.1 200").count(), 3, "{buf}");
     assert_eq!(up.log.count(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed() {
+    let up = plain_upstream().await;
+    let mut limits = GatewayLimits::default();
+    limits.header_read_timeout = Duration::from_millis(500);
+    let gw = start_injecting(
+        &format!("http://127.0.0.1:{}", up.addr.port()),
+        limits,
+        None,
+    );
+    let p = gw.addr().port();
+    let mut s = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    s.write_all(format!("GET /echo HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    // Read the response, then keep reading: the gateway must close the idle connection.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => panic!(
+                "idle keep-alive connection still open after {:?}",
+                started.elapsed()
+            ),
+        }
+    }
+    assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
