@@ -1075,3 +1075,81 @@ fn capture_closure_has_no_gix_command_and_no_tokio() {
         );
     }
 }
+
+/// Overlay features capture does not interpret (metacopy, redirect_dir) fail closed with a named
+/// error instead of being misread as "unchanged" or "deleted".
+#[test]
+fn overlay_metacopy_and_redirect_fail_closed() {
+    let mut base = BTreeMap::new();
+    base.insert(b"ok/a".to_vec(), text("a\n"));
+    base.insert(b"ok/d/x".to_vec(), text("x\n"));
+    let repo = make_repo(&base);
+    for (opts, edit) in [("metacopy=on", 0), ("redirect_dir=on", 1)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let lower = tmp.path().join("lower");
+        checkout(&repo, &lower);
+        let (upper, work, merged) = (
+            tmp.path().join("u"),
+            tmp.path().join("w"),
+            tmp.path().join("m"),
+        );
+        for d in [&upper, &work, &merged] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let o = format!(
+            "lowerdir={},upperdir={},workdir={},{opts}",
+            lower.display(),
+            upper.display(),
+            work.display()
+        );
+        let out = Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &o])
+            .arg(&merged)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let msg = format!(
+                "overlay {opts} mount failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
+            eprintln!("SKIPPED: {msg}");
+            continue;
+        }
+        let mount = Mount {
+            merged: merged.clone(),
+        };
+        if edit == 0 {
+            std::fs::set_permissions(merged.join("ok/a"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        } else {
+            std::fs::rename(merged.join("ok/d"), merged.join("ok/e")).unwrap();
+        }
+        drop(mount);
+        let store = ArtifactStore::open(&tmp.path().join("store")).unwrap();
+        let r = capture(
+            CaptureInput::ChangeLayer { upper: &upper },
+            BaseRef {
+                repo: &repo.path,
+                commit: &repo.commit,
+            },
+            &scope(),
+            DEFAULT_BOUNDS,
+            &store,
+            &meta("overlay-features"),
+        );
+        assert!(
+            matches!(
+                r,
+                Err(stockade_capture::CaptureError::UnsupportedOverlay { .. })
+            ),
+            "{opts}: {r:?}"
+        );
+        assert_eq!(
+            std::fs::read_dir(store.root().join("manifests"))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+}

@@ -40,7 +40,7 @@ fn key(st: &rustix::fs::Stat) -> Key {
 /// Stat data and blob ids of a pristine tree, taken before the worker starts.
 #[derive(Debug, Default)]
 pub struct StatCache {
-    entries: HashMap<Vec<u8>, (Key, ObjectId)>,
+    entries: HashMap<(u64, u64), (Key, ObjectId)>,
     taken_at: i64,
 }
 
@@ -105,9 +105,10 @@ impl StatCache {
                             }
                         })?;
                         if data.len() as i64 == st.st_size {
-                            cache
-                                .entries
-                                .insert(path, (key(&st), crate::base::blob_id(&data)));
+                            cache.entries.insert(
+                                (st.st_dev, st.st_ino),
+                                (key(&st), crate::base::blob_id(&data)),
+                            );
                         }
                     }
                     _ => {}
@@ -127,9 +128,13 @@ impl StatCache {
         self.entries.is_empty()
     }
 
-    /// Whether `path` with stat `st` is provably the blob `base_oid`.
-    pub(crate) fn unchanged(&self, path: &[u8], st: &rustix::fs::Stat, base_oid: ObjectId) -> bool {
-        match self.entries.get(path) {
+    /// Whether the file with stat `st` provably holds the blob `base_oid`.
+    ///
+    /// Content belongs to the inode, so the cache is keyed on (device, inode): a file renamed
+    /// by the worker still holds the content its inode had, and is compared with the base
+    /// blob at its new path.
+    pub(crate) fn unchanged(&self, st: &rustix::fs::Stat, base_oid: ObjectId) -> bool {
+        match self.entries.get(&(st.st_dev, st.st_ino)) {
             Some((k, oid)) => *oid == base_oid && *k == key(st) && k.ctime + 2 <= self.taken_at,
             None => false,
         }

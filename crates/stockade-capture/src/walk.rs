@@ -41,7 +41,7 @@ pub(crate) struct Collected {
 pub(crate) enum Layer {
     /// An overlay upper directory: whiteouts and opaque directories have meaning.
     Change,
-    /// A complete tree: every base entry is in `old` from the start.
+    /// A complete tree: base entries it lacks are deletions.
     Full,
 }
 
@@ -132,20 +132,15 @@ struct Pending {
 
 impl Walker<'_> {
     fn count_new(&mut self) {
-        if self.out.new.len() as u64 + self.out.old.len() as u64 > self.max_changes
-            && self.layer == Layer::Change
-        {
-            self.out.overflow = true;
-        }
-        if self.layer == Layer::Full && self.out.new.len() as u64 > self.max_changes {
+        if self.out.new.len() as u64 + self.out.old.len() as u64 > self.max_changes {
             self.out.overflow = true;
         }
     }
 
+    /// Records every base blob at or below `path` as possibly changed (hidden by an upper
+    /// entry, replaced by another type, or missing from a full tree).
     fn hide(&mut self, node: Option<BaseNode>, path: &[u8]) -> Result<(), CaptureError> {
-        if self.layer == Layer::Change
-            && let Some(n) = node
-        {
+        if let Some(n) = node {
             self.base.list_into(n, path, &mut self.out.old)?;
         }
         Ok(())
@@ -153,10 +148,6 @@ impl Walker<'_> {
 
     /// Walks the whole input from its root directory fd.
     pub fn walk(&mut self, root: OwnedFd) -> Result<(), CaptureError> {
-        if self.layer == Layer::Full {
-            self.base
-                .list_into(BaseNode::Tree(self.base.root), b"", &mut self.out.old)?;
-        }
         let root = Arc::new(root);
         let mut stack: Vec<Pending> = Vec::new();
         self.read_dir(root, b"", Some(self.base.root), false, &mut stack)?;
@@ -230,6 +221,18 @@ impl Walker<'_> {
             names.push(name.to_vec());
         }
         names.sort();
+        if self.layer == Layer::Full
+            && let Some(t) = base_tree
+        {
+            // A full tree shows every path: base entries it lacks are deleted.
+            let entries = self.base.tree(&t)?;
+            for (name, node) in entries.iter() {
+                if names.binary_search(name).is_err() {
+                    self.hide(Some(*node), &join(prefix, name))?;
+                }
+            }
+            self.count_new();
+        }
         for name in names {
             if prefix.is_empty() && name == b".git" {
                 // The worker's own git directory: never candidate content, never read.
@@ -264,28 +267,29 @@ impl Walker<'_> {
                 && ft == FileType::CharacterDevice
                 && rustix::fs::major(st.st_rdev) == 0
                 && rustix::fs::minor(st.st_rdev) == 0;
-            self.hide(base_node, &path)?;
-            if is_whiteout {
-                self.count_new();
-                continue;
-            }
             let base_blob = match base_node {
                 Some(BaseNode::Blob(b)) => Some(b),
                 _ => None,
             };
+            if base_blob.is_none() || is_whiteout {
+                // A tree (or gitlink) hidden by a non-directory; a whited-out blob.
+                self.hide(base_node, &path)?;
+            }
+            if is_whiteout {
+                self.count_new();
+                continue;
+            }
             let item = if in_submodule || base_node == Some(BaseNode::Gitlink) {
                 Some(NewItem::Refused(RejectReason::Submodule))
             } else {
                 self.examine(&dir, &name, &path, &st, ft, base_blob)?
             };
-            match item {
-                None => {
-                    // Unchanged: same type, mode and content as the base.
-                    self.out.old.remove(&path);
+            // `None`: unchanged (same type, mode and content as the base blob).
+            if let Some(item) = item {
+                if let Some(b) = base_blob {
+                    self.out.old.insert(path.clone(), b);
                 }
-                Some(item) => {
-                    self.out.new.insert(path, item);
-                }
+                self.out.new.insert(path, item);
             }
             self.count_new();
             if self.out.overflow {
@@ -343,7 +347,7 @@ impl Walker<'_> {
         let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
         if let (Some(cache), Some(b)) = (self.stat_cache, base)
             && b.mode == mode
-            && cache.unchanged(path, st, b.oid)
+            && cache.unchanged(st, b.oid)
         {
             return Ok(None);
         }
