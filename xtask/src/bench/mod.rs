@@ -7,12 +7,13 @@
 mod capture;
 mod exec;
 mod gateway;
+mod workspace;
 pub mod stats;
 
 use anyhow::bail;
 
 /// The benchmark areas.
-const AREAS: &[&str] = &["exec", "capture", "gateway"];
+const AREAS: &[&str] = &["exec", "capture", "gateway", "workspace"];
 
 /// Dispatches `cargo xtask bench <area> [args...]`.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -27,6 +28,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "exec" => exec::run(rest),
         "capture" => capture::run(rest),
         "gateway" => gateway::run(rest),
+        "workspace" => workspace::run(rest),
         other => bail!("unknown bench area `{other}`; areas: {}", AREAS.join(", ")),
     }
 }
