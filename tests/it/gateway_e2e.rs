@@ -90,7 +90,8 @@ fn sandboxed_process_reaches_only_the_gateway_and_never_sees_the_credential() {
          curl -sS -m 3 http://127.0.0.1:{up}/direct > direct.txt 2>&1; echo \"rc=$?\" >> direct.txt\n\
          curl -sS -m 3 -x \"$STOCKADE_ORIGIN_E2E\" http://127.0.0.1:{up}/proxied > proxied.txt 2>&1; echo \"rc=$?\" >> proxied.txt\n\
          cat {secret} > secret-read.txt 2>&1; echo \"rc=$?\" >> secret-read.txt\n\
-         env > env.txt; cat /proc/self/environ > environ.txt\n",
+         env > env.txt; cat /proc/self/environ > environ.txt\n\
+         for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat \"$f\"; echo; done > proc.txt 2>/dev/null; ls /proc > proc-list.txt\n",
         up = up_addr.port(),
         secret = secret_path.display(),
     );
@@ -177,6 +178,10 @@ fn sandboxed_process_reaches_only_the_gateway_and_never_sees_the_credential() {
         );
     }
     assert!(read("env.txt").contains(&format!("OPENAI_BASE_URL=http://127.0.0.1:{PORT}/v1")));
+    assert!(
+        read("proc.txt").contains("OPENAI_BASE_URL"),
+        "the /proc scan read the sandbox's own processes"
+    );
     let json = serde_json::to_string(&audit).unwrap();
     assert!(!json.contains(SECRET));
     assert!(
