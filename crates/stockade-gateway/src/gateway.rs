@@ -18,7 +18,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
 use crate::audit::{AuditLog, AuditRecord, Decision, audit_path};
-use crate::body::{AuditGuard, Metered};
+use crate::body::{AuditGuard, Metered, StreamCut};
 use crate::config::{GatewayConfig, GatewayLimits, Route, SecretValue};
 use crate::error::GatewayError;
 use crate::head::{Denial, HeadContext, RouteView, prepare_upstream, rewrite_response_headers};
@@ -409,6 +409,19 @@ fn deny(
     refusal(denial)
 }
 
+fn chain_find<T: std::error::Error + Copy + 'static>(
+    e: &(dyn std::error::Error + 'static),
+) -> Option<T> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(t) = err.downcast_ref::<T>() {
+            return Some(*t);
+        }
+        cur = err.source();
+    }
+    None
+}
+
 fn chain_has_forbidden(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
@@ -460,7 +473,12 @@ async fn handle(ctx: Arc<ListenerCtx>, req: Request<Incoming>) -> Response<Worke
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let sent = bytes_in.load(Ordering::Relaxed);
-            let denial = if sent > limits.max_request_body {
+            let denial = if let Some(cut) = chain_find::<StreamCut>(&e) {
+                match cut {
+                    StreamCut::TooLarge => Denial::BodyTooLarge,
+                    StreamCut::Idle | StreamCut::Deadline => Denial::RequestBodyTimeout,
+                }
+            } else if sent > limits.max_request_body {
                 Denial::BodyTooLarge
             } else if chain_has_forbidden(&e) {
                 Denial::UpstreamAddressForbidden

@@ -143,6 +143,8 @@ pub enum Denial {
     Malformed,
     /// The request head did not arrive in time.
     HeaderTimeout,
+    /// The worker's request body stalled past the idle timeout or the total timeout.
+    RequestBodyTimeout,
 }
 
 impl Denial {
@@ -169,6 +171,7 @@ impl Denial {
             Denial::UpstreamTimeout => "upstream_timeout",
             Denial::Malformed => "malformed_request",
             Denial::HeaderTimeout => "header_timeout",
+            Denial::RequestBodyTimeout => "request_body_timeout",
         }
     }
 
@@ -191,7 +194,7 @@ impl Denial {
             Denial::Busy => StatusCode::SERVICE_UNAVAILABLE,
             Denial::UpstreamAddressForbidden | Denial::UpstreamFailed => StatusCode::BAD_GATEWAY,
             Denial::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Denial::HeaderTimeout => StatusCode::REQUEST_TIMEOUT,
+            Denial::HeaderTimeout | Denial::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
         }
     }
 

@@ -206,3 +206,35 @@ async fn idle_keep_alive_connections_are_closed() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_request_bodies_time_out() {
+    let up = plain_upstream().await;
+    let mut limits = GatewayLimits::default();
+    limits.idle_timeout = Duration::from_millis(500);
+    let gw = start_injecting(
+        &format!("http://127.0.0.1:{}", up.addr.port()),
+        limits,
+        None,
+    );
+    let p = gw.addr().port();
+    let mut s = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    s.write_all(
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nContent-Length: 100\r\n\r\n0123456789"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut buf)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(status_of(&buf), 408, "{buf}");
+    assert!(buf.contains("request_body_timeout"), "{buf}");
+}
