@@ -3,13 +3,14 @@
 //!
 //! The demo agent is a python3 standard-library script ([`DEMO_AGENT_PY`]) that runs **inside
 //! the sandbox** through the backend like any other agent; nothing here starts a process.
-//! The demo repository is written with gix's object-writing API (no `git` process, no
-//! repository-configured program can run).
+//! The demo repository is written with gitoxide's plumbing (loose objects through gix-odb; no
+//! `git` process, no repository-configured program can run).
 
 use std::path::{Path, PathBuf};
 
-use gix::bstr::BString;
-use gix::objs::tree::{Entry, EntryKind};
+use gix_object::Write as _;
+use gix_object::bstr::BString;
+use gix_object::tree::{Entry, EntryKind};
 
 use serde_json::json;
 use stockade_policy::{
@@ -177,31 +178,42 @@ pub enum DemoError {
 /// with [`demo_files`]. The commit's author, committer and time are fixed, so the commit id
 /// is the same on every machine.
 pub fn build_demo_repo(dest: &Path) -> Result<DemoRepo, DemoError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| DemoError::Io { path, source }
+    };
     if dest.exists() {
-        let mut entries = std::fs::read_dir(dest).map_err(|source| DemoError::Io {
-            path: dest.to_owned(),
-            source,
-        })?;
+        let mut entries = std::fs::read_dir(dest).map_err(io(dest))?;
         if entries.next().is_some() {
             return Err(DemoError::DestinationNotEmpty(dest.to_owned()));
         }
-    } else {
-        std::fs::create_dir_all(dest).map_err(|source| DemoError::Io {
-            path: dest.to_owned(),
-            source,
-        })?;
     }
     let git = |e: &dyn std::fmt::Display| DemoError::Git {
         path: dest.to_owned(),
         message: e.to_string(),
     };
-    let repo = gix::init_bare(dest).map_err(|e| git(&e))?;
+    // A bare repository laid out as `git init --bare` lays it out, written by hand.
+    for dir in ["objects/info", "objects/pack", "refs/heads", "refs/tags"] {
+        let d = dest.join(dir);
+        std::fs::create_dir_all(&d).map_err(io(&d))?;
+    }
+    let write = |name: &str, text: &str| {
+        let p = dest.join(name);
+        std::fs::write(&p, text).map_err(io(&p))
+    };
+    write("HEAD", "ref: refs/heads/main\n")?;
+    write(
+        "config",
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+    )?;
+    write("description", "Stockade demo repository\n")?;
+    let odb = gix_odb::loose::Store::at(dest.join("objects"), gix_hash::Kind::Sha1);
     let mut entries = Vec::new();
     for (name, content) in demo_files() {
-        let oid = repo
-            .write_blob(content.as_bytes())
-            .map_err(|e| git(&e))?
-            .detach();
+        let blob = gix_object::Blob {
+            data: content.as_bytes().to_vec(),
+        };
+        let oid = odb.write(&blob).map_err(|e| git(&e))?;
         entries.push(Entry {
             mode: EntryKind::Blob.into(),
             filename: BString::from(name),
@@ -209,29 +221,29 @@ pub fn build_demo_repo(dest: &Path) -> Result<DemoRepo, DemoError> {
         });
     }
     entries.sort_by(|a, b| a.filename.cmp(&b.filename));
-    let tree = gix::objs::Tree { entries };
-    let tree_id = repo.write_object(&tree).map_err(|e| git(&e))?.detach();
-    let signature = gix::actor::Signature {
+    let tree = odb
+        .write(&gix_object::Tree { entries })
+        .map_err(|e| git(&e))?;
+    let signature = gix_actor::Signature {
         name: "Stockade Demo".into(),
         email: "demo@stockade.invalid".into(),
-        time: gix::date::Time {
+        time: gix_object::date::Time {
             seconds: 1_764_460_800,
             offset: 0,
         },
     };
-    let mut time_buf = gix::date::parse::TimeBuf::default();
-    let sig_ref = signature.to_ref(&mut time_buf);
-    let commit = repo
-        .commit_as(
-            sig_ref,
-            sig_ref,
-            "refs/heads/main",
-            "Demo: a calculator whose test fails",
-            tree_id,
-            Vec::<gix::ObjectId>::new(),
-        )
-        .map_err(|e| git(&e))?
-        .detach();
+    let commit = odb
+        .write(&gix_object::Commit {
+            tree,
+            parents: Default::default(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: "Demo: a calculator whose test fails".into(),
+            extra_headers: Vec::new(),
+        })
+        .map_err(|e| git(&e))?;
+    write("refs/heads/main", &format!("{commit}\n"))?;
     Ok(DemoRepo {
         path: dest.to_owned(),
         commit: commit.to_string(),
@@ -244,6 +256,7 @@ mod tests {
 
     #[test]
     fn demo_repo_has_one_reproducible_commit_with_the_three_files() {
+        use gix_object::FindExt as _;
         let a = tempfile::tempdir().unwrap();
         let b = tempfile::tempdir().unwrap();
         let ra = build_demo_repo(&a.path().join("demo.git")).unwrap();
@@ -252,15 +265,22 @@ mod tests {
             ra.commit, rb.commit,
             "commit id must not depend on the machine or the clock"
         );
-        assert_eq!(ra.commit.len(), 40);
-        let repo = gix::open(&ra.path).unwrap();
-        let head = repo.head_id().unwrap().detach();
-        assert_eq!(head.to_string(), ra.commit);
-        let commit = repo.find_object(head).unwrap().into_commit();
-        let tree = commit.tree().unwrap();
+        assert_eq!(
+            ra.commit, "173c806a135aa5b8e34da064d6f71003ef1a75ba",
+            "examples/ name this commit"
+        );
+        let head = std::fs::read_to_string(ra.path.join("refs/heads/main")).unwrap();
+        assert_eq!(head.trim(), ra.commit);
+        let odb = gix_odb::at(ra.path.join("objects"), gix_hash::Kind::Sha1).unwrap();
+        let id = gix_hash::ObjectId::from_hex(ra.commit.as_bytes()).unwrap();
+        let mut buf = Vec::new();
+        let tree_id = odb.find_commit(&id, &mut buf).unwrap().tree();
+        let mut tbuf = Vec::new();
+        let tree = odb.find_tree(&tree_id, &mut tbuf).unwrap();
         let names: Vec<String> = tree
+            .entries
             .iter()
-            .map(|e| e.unwrap().filename().to_string())
+            .map(|e| e.filename.to_string())
             .collect();
         assert_eq!(names, ["README.md", "calc.py", "test_calc.py"]);
     }
