@@ -1153,3 +1153,33 @@ fn overlay_metacopy_and_redirect_fail_closed() {
         );
     }
 }
+
+#[test]
+fn honest_incomplete_record_verifies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = ArtifactStore::open(&tmp.path().join("store")).unwrap();
+    let log = tmp.path().join("stderr.log");
+    std::fs::write(&log, b"worker killed by the memory ceiling\n").unwrap();
+    let mut meta = meta("incomplete-1");
+    meta.logs.push(LogInput {
+        name: "stderr".into(),
+        path: log,
+    });
+    let c = stockade_capture::write_incomplete(
+        &store,
+        &"a".repeat(40),
+        DEFAULT_BOUNDS,
+        &meta,
+        "worker process tree could not be contained",
+    )
+    .unwrap();
+    assert_eq!(
+        c.manifest.completion,
+        Completion::Incomplete {
+            reason: "worker process tree could not be contained".into()
+        }
+    );
+    assert!(c.manifest.artifacts.patch.is_none() && c.manifest.accepted.is_empty());
+    let v = stockade_manifest::verify(&c.manifest_path).unwrap();
+    assert_eq!(v.manifest().artifacts.logs.len(), 1);
+}

@@ -25,7 +25,9 @@ pub use store_layout::{
     ARTIFACTS_DIR, MANIFESTS_DIR, artifact_relative_path, is_valid_blake3_hex, is_valid_id,
     manifest_relative_path,
 };
-pub use verify::{Mismatch, VerifiedManifest, VerifyError, verify, verify_in_store};
+pub use verify::{
+    Mismatch, VerifiedManifest, VerifyError, check_manifest_artifacts, verify, verify_in_store,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -343,6 +345,14 @@ impl ResultManifest {
         let mut out = to_canonical_json(&value)?;
         out.push(b'\n');
         Ok(out)
+    }
+
+    /// Re-hashes every artifact this manifest names in the store at `store_root`; see
+    /// [`check_manifest_artifacts`]. `Ok` says the artifacts are the recorded bytes, not that
+    /// the candidate is acceptable.
+    pub fn verify(&self, store_root: &std::path::Path) -> Result<(), Vec<Mismatch>> {
+        let m = check_manifest_artifacts(self, store_root);
+        if m.is_empty() { Ok(()) } else { Err(m) }
     }
 
     /// Parses a manifest strictly: the schema version must be [`SCHEMA_VERSION`], unknown fields

@@ -225,3 +225,13 @@ proptest! {
         let _ = ResultManifest::from_canonical_json(&bytes);
     }
 }
+
+#[test]
+fn in_memory_verify_reports_missing_blob() {
+    let m = sample(b"patch", b"blob");
+    let (d, _mp) = write_store(&m, &[b"patch"]);
+    let errs = m.verify(d.path()).unwrap_err();
+    assert!(errs.iter().any(|e| matches!(e, Mismatch::Missing { .. })));
+    let (d2, _) = write_store(&m, &[b"patch", b"blob"]);
+    m.verify(d2.path()).unwrap();
+}

@@ -224,52 +224,7 @@ pub fn verify_in_store(
         });
     }
 
-    let mut refs: Vec<&ArtifactRef> = Vec::new();
-    refs.extend(manifest.artifacts.patch.iter());
-    refs.extend(manifest.artifacts.blobs.iter());
-    refs.extend(manifest.artifacts.logs.iter().map(|l| &l.artifact));
-    let mut checked = BTreeSet::new();
-    for r in refs {
-        if checked.insert(r.clone()) {
-            check_artifact(store_root, r, &mut mismatches);
-        }
-    }
-
-    let blobs: BTreeMap<&str, &ArtifactRef> = manifest
-        .artifacts
-        .blobs
-        .iter()
-        .map(|b| (b.blake3.as_str(), b))
-        .collect();
-    let mut seen = BTreeSet::new();
-    for change in &manifest.accepted {
-        if !seen.insert(change.path.as_bytes().to_vec()) {
-            mismatches.push(Mismatch::DuplicatePath {
-                path: change.path.to_string(),
-            });
-        }
-        if let Some(new) = &change.new {
-            let ok = blobs
-                .get(new.blake3.as_str())
-                .is_some_and(|b| b.sha256 == new.sha256 && b.size == new.size);
-            if !ok {
-                mismatches.push(Mismatch::BlobNotListed {
-                    path: change.path.to_string(),
-                });
-            }
-        }
-    }
-    for r in &manifest.rejected {
-        if seen.contains(r.path.as_bytes()) {
-            mismatches.push(Mismatch::DuplicatePath {
-                path: r.path.to_string(),
-            });
-        }
-    }
-    if manifest.completion == Completion::Complete && manifest.artifacts.patch.is_none() {
-        mismatches.push(Mismatch::MissingPatch);
-    }
-
+    mismatches.extend(check_manifest_artifacts(&manifest, store_root));
     if mismatches.is_empty() {
         Ok(VerifiedManifest {
             manifest,
@@ -354,4 +309,58 @@ fn check_artifact(root: &Path, r: &ArtifactRef, out: &mut Vec<Mismatch>) {
             actual: actual_s2,
         });
     }
+}
+
+/// Re-hashes every artifact `manifest` names in the store at `store_root` and checks the
+/// cross-references (blob of each accepted change, duplicate paths, patch of a complete
+/// manifest); returns every mismatch, empty when all agree.
+pub fn check_manifest_artifacts(manifest: &ResultManifest, store_root: &Path) -> Vec<Mismatch> {
+    let mut mismatches = Vec::new();
+    let mut refs: Vec<&ArtifactRef> = Vec::new();
+    refs.extend(manifest.artifacts.patch.iter());
+    refs.extend(manifest.artifacts.blobs.iter());
+    refs.extend(manifest.artifacts.logs.iter().map(|l| &l.artifact));
+    let mut checked = BTreeSet::new();
+    for r in refs {
+        if checked.insert(r.clone()) {
+            check_artifact(store_root, r, &mut mismatches);
+        }
+    }
+
+    let blobs: BTreeMap<&str, &ArtifactRef> = manifest
+        .artifacts
+        .blobs
+        .iter()
+        .map(|b| (b.blake3.as_str(), b))
+        .collect();
+    let mut seen = BTreeSet::new();
+    for change in &manifest.accepted {
+        if !seen.insert(change.path.as_bytes().to_vec()) {
+            mismatches.push(Mismatch::DuplicatePath {
+                path: change.path.to_string(),
+            });
+        }
+        if let Some(new) = &change.new {
+            let ok = blobs
+                .get(new.blake3.as_str())
+                .is_some_and(|b| b.sha256 == new.sha256 && b.size == new.size);
+            if !ok {
+                mismatches.push(Mismatch::BlobNotListed {
+                    path: change.path.to_string(),
+                });
+            }
+        }
+    }
+    for r in &manifest.rejected {
+        if seen.contains(r.path.as_bytes()) {
+            mismatches.push(Mismatch::DuplicatePath {
+                path: r.path.to_string(),
+            });
+        }
+    }
+    if manifest.completion == Completion::Complete && manifest.artifacts.patch.is_none() {
+        mismatches.push(Mismatch::MissingPatch);
+    }
+
+    mismatches
 }
