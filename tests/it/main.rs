@@ -9,3 +9,6 @@ mod capture;
 mod ceilings;
 mod agent_e2e;
 mod gateway_e2e;
+mod escape;
+mod escape_kernel;
+mod compat;
