@@ -248,6 +248,78 @@ impl WritableArea {
     }
 }
 
+/// Prefix of the per-run area directories made by [`run_area_dir`].
+const RUN_AREA_PREFIX: &str = "stockade-area-";
+
+fn start_time_of(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// A fresh directory path under `base` for one run's writable area, named after this
+/// supervisor (`stockade-area-<pid>-<start time>-<n>`) so [`sweep_stale_areas`] can tell
+/// when its owner is gone.
+pub fn run_area_dir(base: &Path) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let pid = std::process::id();
+    base.join(format!(
+        "{RUN_AREA_PREFIX}{pid}-{}-{}",
+        start_time_of(pid).unwrap_or(0),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ))
+}
+
+/// Unmounts (lazily if busy) and removes the run areas under `base` whose supervisor is gone
+/// (SIGKILLed before it could unmount), and returns them. Areas of live supervisors, and
+/// anything not named by [`run_area_dir`], are left alone.
+pub fn sweep_stale_areas(base: &Path) -> Vec<PathBuf> {
+    let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let mut swept = Vec::new();
+    for line in mi.lines() {
+        let Some((pre, post)) = line.split_once(" - ") else {
+            continue;
+        };
+        if !post.starts_with("tmpfs stockade-disk ") {
+            continue;
+        }
+        let Some(mp) = pre.split(' ').nth(4) else {
+            continue;
+        };
+        let mp = PathBuf::from(mp);
+        if mp.parent() != Some(base) {
+            continue;
+        }
+        let Some(name) = mp.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix(RUN_AREA_PREFIX) else {
+            continue;
+        };
+        let mut it = rest.split('-');
+        let (Some(Ok(pid)), Some(Ok(start))) = (
+            it.next().map(str::parse::<u32>),
+            it.next().map(str::parse::<u64>),
+        ) else {
+            continue;
+        };
+        if start_time_of(pid) == Some(start) {
+            continue;
+        }
+        if unmount(&mp).is_ok() {
+            let _ = fs::remove_dir(&mp);
+            swept.push(mp);
+        }
+    }
+    swept
+}
+
 /// Is `dir` the mount point of a tmpfs in this process's mount namespace?
 pub fn is_tmpfs_mount(dir: &Path) -> bool {
     let Ok(mi) = fs::read_to_string("/proc/self/mountinfo") else {
@@ -452,5 +524,27 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let ev = prove_disk(t.path()).unwrap();
         assert!(ev.detail.contains("ENOSPC"), "{}", ev.detail);
+    }
+
+    #[test]
+    fn stale_run_areas_are_swept_and_live_ones_kept() {
+        if !root_or_skip() {
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        // A dead owner (pid above pid_max) and this live process.
+        let dead = t.path().join("stockade-area-2147483000-1-0");
+        let live = run_area_dir(t.path());
+        let foreign = t.path().join("other-area");
+        for d in [&dead, &live, &foreign] {
+            std::mem::forget(WritableArea::create(d, 1 << 20).unwrap());
+        }
+        let swept = sweep_stale_areas(t.path());
+        assert_eq!(swept, vec![dead.clone()]);
+        assert!(!is_tmpfs_mount(&dead) && !dead.exists());
+        assert!(is_tmpfs_mount(&live));
+        assert!(is_tmpfs_mount(&foreign));
+        WritableArea::adopt(&live, 1 << 20).unmount().unwrap();
+        WritableArea::adopt(&foreign, 1 << 20).unmount().unwrap();
     }
 }

@@ -219,9 +219,10 @@ impl RunCeilings {
     /// Creates the worker cgroup (when cgroups are usable, even without cgroup ceilings, so
     /// usage is accounted and the tree can be killed; required when a cgroup ceiling or a
     /// wall-time budget is requested) and, with a disk ceiling, mounts the writable area at
-    /// `area_dir` (created; removed again by [`RunCeilings::finish`]).
+    /// `area_dir` (created; removed again by [`RunCeilings::finish`]); name it with
+    /// [`crate::disk::run_area_dir`] so a later run can sweep it if this supervisor is killed.
     ///
-    /// Sweeps the cgroups of dead supervisors first.
+    /// Sweeps the cgroups and run areas of dead supervisors first.
     ///
     /// # Errors
     /// A requested ceiling cannot be set up; nothing is left behind.
@@ -230,6 +231,9 @@ impl RunCeilings {
         label: &str,
         area_dir: &std::path::Path,
     ) -> Result<Self, CeilingSetupError> {
+        if let Some(base) = area_dir.parent() {
+            crate::disk::sweep_stale_areas(base);
+        }
         let host = match CgroupHost::detect() {
             Ok(h) => Some(h),
             Err(e) if limits.wants_cgroup() => return Err(e.into()),
