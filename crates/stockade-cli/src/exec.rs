@@ -89,7 +89,8 @@ pub fn run(args: ExecArgs) -> i32 {
         required.insert(Protection::WritableDisk);
         limits.push("disk");
     }
-    let outcome = stockade_sandbox_linux::probe();
+    // Ceiling canaries run only when a ceiling is requested (they take the longest).
+    let outcome = if required.is_empty() { stockade_sandbox_linux::probe_isolation() } else { stockade_sandbox_linux::probe() };
     let caps = &outcome.capabilities;
     if let Err(refusal) = admit_protections(caps, &required) {
         eprintln!("stockade: refused: {refusal}");
@@ -146,7 +147,7 @@ pub fn run(args: ExecArgs) -> i32 {
         disk_bytes: args.disk,
         wall: args.wall,
     };
-    let area_dir = std::env::temp_dir().join(format!("stockade-exec-area-{}", std::process::id()));
+    let area_dir = stockade_sandbox_linux::disk::run_area_dir(&std::env::temp_dir());
     let mut ceilings = match RunCeilings::prepare(run_limits, "exec", &area_dir) {
         Ok(c) => c,
         Err(e) => {

@@ -21,6 +21,7 @@
 //! `unsafe` is in `sys`; nothing between `clone` and `execve` allocates or panics.
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod canary;
 pub mod cgroup;
 pub mod disk;
@@ -39,7 +40,7 @@ mod sys;
 pub use error::LaunchError;
 pub use landlock::{describe as describe_landlock, LandlockSupport};
 pub use launch::{launch, ExitStatus, Worker, DEFAULT_PATH};
-pub use probe::probe;
+pub use probe::{probe, probe_isolation};
 pub use spec::{BeforeRelease, LaunchSpec, Stdio, TmpDir, WorkspaceView};
 
 /// Home directory of the sandbox user (inside the private `/tmp`).

@@ -33,12 +33,30 @@ pub struct ProbeOutcome {
 }
 
 /// Probes once per process with the current executable as canary; later calls return the
-/// cached outcome.
+/// cached outcome. Covers every protection, resource ceilings included.
 pub fn probe() -> ProbeOutcome {
     static CACHE: OnceLock<ProbeOutcome> = OnceLock::new();
     CACHE
         .get_or_init(|| match std::env::current_exe() {
             Ok(exe) => probe_with(&exe),
+            Err(e) => failed_outcome(&format!("cannot locate the canary executable: {e}")),
+        })
+        .clone()
+}
+
+/// Like [`probe()`] but without the resource-ceiling canaries (which take the longest): the
+/// isolation protections, seccomp, `no_new_privs`, Landlock and the process tree's
+/// pid-namespace half are proven; cpu, memory, writable disk and pids are reported
+/// unavailable with the reason "not probed". For callers that request no ceiling
+/// (`stockade exec` without limit flags). Cached per process.
+pub fn probe_isolation() -> ProbeOutcome {
+    static CACHE: OnceLock<ProbeOutcome> = OnceLock::new();
+    CACHE
+        .get_or_init(|| match std::env::current_exe() {
+            Ok(exe) => match run_probe(&exe, false) {
+                Ok(o) => o,
+                Err(e) => failed_outcome(&e),
+            },
             Err(e) => failed_outcome(&format!("cannot locate the canary executable: {e}")),
         })
         .clone()
@@ -209,13 +227,13 @@ fn start_time(pid: i32) -> Option<String> {
 
 /// Runs the full self-test with `canary` as the canary binary.
 pub fn probe_with(canary: &Path) -> ProbeOutcome {
-    match run_probe(canary) {
+    match run_probe(canary, true) {
         Ok(o) => o,
         Err(e) => failed_outcome(&e),
     }
 }
 
-fn run_probe(canary: &Path) -> Result<ProbeOutcome, String> {
+fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     let canary = std::fs::canonicalize(canary).map_err(|e| format!("canary {}: {e}", canary.display()))?;
     let secret_dir = TempDir::new("secret").map_err(|e| format!("temp dir: {e}"))?;
     let ws = TempDir::new("ws").map_err(|e| format!("temp dir: {e}"))?;
@@ -332,10 +350,10 @@ fn run_probe(canary: &Path) -> Result<ProbeOutcome, String> {
     let wrote = secret_dir.0.join("written-from-sandbox").exists();
     checks.push(("fs".into(), !wrote, "host secret dir unchanged".into()));
 
-    Ok(assemble(checks, ll))
+    Ok(assemble(checks, ll, ceilings))
 }
 
-fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport) -> ProbeOutcome {
+fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilings: bool) -> ProbeOutcome {
     let mut by_area: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
     let mut total: BTreeMap<&str, usize> = BTreeMap::new();
     for (area, ok, detail) in &checks {
@@ -418,7 +436,13 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport) -> Pro
         Protection::IsolatedInputMount,
         unavailable("isolated input mounts are not implemented by this backend", Protection::IsolatedInputMount.default_remedy()),
     );
-    resource_ceilings(&mut caps, &mut checks);
+    if ceilings {
+        resource_ceilings(&mut caps, &mut checks);
+    } else {
+        for p in [Protection::Cpu, Protection::Memory, Protection::WritableDisk, Protection::Pids] {
+            caps.set(p, unavailable("not probed: this caller requested no resource ceiling", p.default_remedy()));
+        }
+    }
     let lines = checks
         .iter()
         .map(|(a, ok, d)| format!("{a} {} {d}", if *ok { "PASS" } else { "FAIL" }))
