@@ -5,8 +5,11 @@
 //! needs is attested. It never falls back to running a program unsandboxed.
 #![forbid(unsafe_code)]
 
+mod demo;
 mod exec;
+mod manifest;
 mod probe_cmd;
+mod run;
 mod units;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +58,14 @@ enum Command {
     /// Run one program in a fresh sandbox.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Exec(exec::ExecArgs),
+    /// Run one attempt: an agent preset on a work unit, in a fresh sandbox, captured from outside.
+    #[command(after_long_help = run::RUN_EXIT_CODES_HELP)]
+    Run(run::RunArgs),
+    /// Run the whole path on a built-in demo (repository, scripted model, bundled agent).
+    #[command(after_long_help = run::RUN_EXIT_CODES_HELP)]
+    Demo(demo::DemoArgs),
+    /// Work with result manifests.
+    Manifest(manifest::ManifestArgs),
 }
 
 fn main() {
@@ -71,6 +82,10 @@ fn main() {
     let code = match cli.command {
         Command::Probe { json } => probe_cmd::run(json),
         Command::Exec(args) => exec::run(args),
+        Command::BenchLaunch => exec::bench_launch(),
+        Command::Run(args) => run::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Manifest(args) => manifest::run(args),
     };
     std::process::exit(code);
 }
