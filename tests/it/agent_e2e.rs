@@ -23,7 +23,10 @@ use stockade_orchestrator::model_server::{ModelServerConfig, ScriptedModelServer
 const MINI: &str = "/opt/stockade-venvs/mini-swe-agent/bin/mini";
 
 fn skip_or_fail(why: &str) -> bool {
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: agent_e2e cannot run: {why}");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true: agent_e2e cannot run: {why}"
+    );
     eprintln!("SKIPPED (loudly): agent_e2e: {why}");
     false
 }
@@ -31,7 +34,11 @@ fn skip_or_fail(why: &str) -> bool {
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -39,32 +46,20 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The `stockade` binary next to this test binary (target/<profile>/stockade), built on demand.
-fn stockade_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
-    let bin = profile_dir.join("stockade");
-    if !bin.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "stockade-cli", "--bin", "stockade"])
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p stockade-cli failed");
-    }
-    assert!(bin.is_file(), "stockade binary not found at {}", bin.display());
-    bin
-}
-
 fn script() -> Vec<ScriptedReply> {
     vec![
-        ScriptedReply::bash("Let me look at the code and the test.", "ls && cat calc.py test_calc.py"),
+        ScriptedReply::bash(
+            "Let me look at the code and the test.",
+            "ls && cat calc.py test_calc.py",
+        ),
         ScriptedReply::bash(
             "add() subtracts; fix it and run the test.",
             "sed -i 's/return a - b/return a + b/' calc.py && python3 test_calc.py",
         ),
-        ScriptedReply::bash("The test passes; submitting.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+        ScriptedReply::bash(
+            "The test passes; submitting.",
+            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+        ),
     ]
 }
 
@@ -78,12 +73,23 @@ fn mini_swe_agent_fixes_a_repository_inside_stockade_run() {
         skip_or_fail("stockade run mounts session overlays, which needs root here");
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let repo = build_demo_repo(&dir.path().join("canonical.git")).unwrap();
-    let key = format!("sk-agent-e2e-{}", stockade_orchestrator::demo::unique_token("e2e"));
+    let key = format!(
+        "sk-agent-e2e-{}",
+        stockade_orchestrator::demo::unique_token("e2e")
+    );
     let server = rt
-        .block_on(ScriptedModelServer::start(ModelServerConfig { api_key: key.clone(), model: "gpt-4o-mini".into(), replies: script() }))
+        .block_on(ScriptedModelServer::start(ModelServerConfig {
+            api_key: key.clone(),
+            model: "gpt-4o-mini".into(),
+            replies: script(),
+        }))
         .unwrap();
     let origin = server.origin().unwrap();
 
@@ -117,7 +123,7 @@ network = {{ mode = "bounded", destinations = ["{origin}"] }}
     let artifacts = dir.path().join("artifacts");
     let state = dir.path().join("state");
 
-    let output = Command::new(stockade_bin())
+    let output = Command::new(crate::escape::stockade())
         .arg("run")
         .arg("--preset")
         .arg(workspace_root().join("presets/mini-swe-agent.toml"))
@@ -138,19 +144,44 @@ network = {{ mode = "bounded", destinations = ["{origin}"] }}
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let requests = server.requests();
-    let context = format!("exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nmodel requests: {}", output.status.code(), requests.len());
-    assert_eq!(output.status.code(), Some(0), "stockade run must capture a candidate\n{context}");
+    let context = format!(
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nmodel requests: {}",
+        output.status.code(),
+        requests.len()
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stockade run must capture a candidate\n{context}"
+    );
 
     // Every model request came through the gateway with the injected key.
     assert!(requests.len() >= 3, "{context}");
-    assert!(requests.iter().all(|r| r.authorized), "a request reached the model without the key\n{context}");
+    assert!(
+        requests.iter().all(|r| r.authorized),
+        "a request reached the model without the key\n{context}"
+    );
     // The second request carries what `cat calc.py` printed inside the sandbox.
-    let second = requests[1].body.as_ref().map(ToString::to_string).unwrap_or_default();
-    assert!(second.contains("return a - b"), "the agent did not send back the output of its own command\n{context}");
+    let second = requests[1]
+        .body
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(
+        second.contains("return a - b"),
+        "the agent did not send back the output of its own command\n{context}"
+    );
 
     let summary: serde_json::Value = serde_json::from_str(&stdout).expect("--json summary");
-    assert_eq!(summary["status"]["status"], "candidate-captured", "{context}");
-    assert_eq!(summary["accepted"], serde_json::json!(["calc.py"]), "{context}");
+    assert_eq!(
+        summary["status"]["status"], "candidate-captured",
+        "{context}"
+    );
+    assert_eq!(
+        summary["accepted"],
+        serde_json::json!(["calc.py"]),
+        "{context}"
+    );
     let manifest_path = PathBuf::from(summary["manifest_path"].as_str().expect("manifest path"));
     stockade_manifest::verify(&manifest_path).expect("manifest verifies");
     let patch = PathBuf::from(summary["patch"].as_str().expect("patch path"));
@@ -160,21 +191,53 @@ network = {{ mode = "bounded", destinations = ["{origin}"] }}
         let text = std::fs::read_to_string(log.as_str().unwrap()).unwrap_or_default();
         assert!(!text.contains(&key), "the key appears in {log}");
     }
-    assert!(!std::fs::read_to_string(&manifest_path).unwrap().contains(&key));
+    assert!(
+        !std::fs::read_to_string(&manifest_path)
+            .unwrap()
+            .contains(&key)
+    );
 
     // The patch applies to a fresh checkout of the base commit and the test passes.
     let clone = dir.path().join("clone");
     let git = |args: &[&str], cwd: &Path| {
-        let out = Command::new("git").args(args).current_dir(cwd).output().expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    git(&["clone", "-q", repo.path.to_str().unwrap(), clone.to_str().unwrap()], dir.path());
+    git(
+        &[
+            "clone",
+            "-q",
+            repo.path.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
     git(&["checkout", "-q", &repo.commit], &clone);
-    let before = Command::new("/usr/bin/python3").arg("test_calc.py").current_dir(&clone).output().unwrap();
+    let before = Command::new("/usr/bin/python3")
+        .arg("test_calc.py")
+        .current_dir(&clone)
+        .output()
+        .unwrap();
     assert!(!before.status.success(), "the base commit's test must fail");
     git(&["apply", "--check", patch.to_str().unwrap()], &clone);
     git(&["apply", patch.to_str().unwrap()], &clone);
-    let after = Command::new("/usr/bin/python3").arg("test_calc.py").current_dir(&clone).output().unwrap();
-    assert!(after.status.success(), "the captured patch must make the test pass: {}", String::from_utf8_lossy(&after.stderr));
+    let after = Command::new("/usr/bin/python3")
+        .arg("test_calc.py")
+        .current_dir(&clone)
+        .output()
+        .unwrap();
+    assert!(
+        after.status.success(),
+        "the captured patch must make the test pass: {}",
+        String::from_utf8_lossy(&after.stderr)
+    );
     rt.block_on(server.shutdown());
 }

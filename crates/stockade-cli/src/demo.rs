@@ -122,6 +122,8 @@ pub fn run(args: DemoArgs) -> i32 {
         println!("demo directory kept: {}", s.dir.display());
     } else if let Err(e) = std::fs::remove_dir_all(&s.dir) {
         eprintln!("stockade demo: could not remove {}: {e}", s.dir.display());
+    } else {
+        println!("demo directory removed (run `stockade demo --keep` to inspect the artifacts)");
     }
     code
 }
