@@ -38,8 +38,7 @@ pub fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
             other => bail!("unknown argument `{other}`; usage: cargo xtask ci [--skip <step>]..."),
         }
     }
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    if in_ci && !skip.is_empty() {
+    if in_ci() && !skip.is_empty() {
         bail!("--skip is refused under CI=true: CI runs every step");
     }
     let mut results: Vec<(&str, Duration, Result<(), String>)> = Vec::new();
@@ -106,6 +105,11 @@ fn run_step(root: &Path, step: &str) -> anyhow::Result<()> {
         "test" => cargo_step(root, &["test", "--workspace", "--no-fail-fast"]),
         _ => bail!("unknown step {step}"),
     }
+}
+
+/// Whether this is a CI run (`CI=true` or `CI=1`): skips become failures.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
 fn cargo_step(root: &Path, args: &[&str]) -> anyhow::Result<()> {

@@ -6,12 +6,9 @@
 
 use std::process::Command;
 
+use crate::ci::in_ci;
 use crate::lint::tests::Fixture;
 use crate::metadata::cargo;
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// Whether `cargo <sub> --version` works; if not, skip loudly (or fail under CI=true).
 fn have(sub: &str) -> bool {

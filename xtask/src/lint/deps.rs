@@ -214,10 +214,7 @@ fn requesters(meta: &Metadata, closure: &[&str], target: &Package, feature: &str
     let mut out = Vec::new();
     for &id in closure {
         let Some(p) = meta.package(id) else { continue };
-        let enabled: Vec<&str> = meta
-            .node(id)
-            .map(|n| n.features.iter().map(String::as_str).collect())
-            .unwrap_or_default();
+        let enabled = enabled_features(meta, id);
         for d in p.dependencies.iter().filter(|d| d.name == target.name) {
             let mut edge: Vec<&str> = d.features.iter().map(String::as_str).collect();
             if d.uses_default_features {
@@ -246,6 +243,13 @@ fn requesters(meta: &Metadata, closure: &[&str], target: &Package, feature: &str
     out
 }
 
+/// The features enabled on a package in the resolved graph.
+fn enabled_features<'a>(meta: &'a Metadata, id: &str) -> Vec<&'a str> {
+    meta.node(id)
+        .map(|n| n.features.iter().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// Whether enabling `start` on `pkg` enables `wanted` (following `pkg`'s own feature table).
 fn expands_to(pkg: &Package, start: &str, wanted: &str) -> bool {
     let mut seen = BTreeSet::new();
@@ -271,10 +275,7 @@ fn hop(meta: &Metadata, from: &str, to: &str) -> String {
     let (Some(a), Some(b)) = (meta.package(from), meta.package(to)) else {
         return format!("hop: {from} -> {to}");
     };
-    let enabled: Vec<&str> = meta
-        .node(from)
-        .map(|n| n.features.iter().map(String::as_str).collect())
-        .unwrap_or_default();
+    let enabled = enabled_features(meta, from);
     let mut parts = Vec::new();
     for d in a.dependencies.iter().filter(|d| d.name == b.name) {
         let mut feats: Vec<&str> = Vec::new();
