@@ -699,3 +699,38 @@ fn stale_build_directories_of_dead_processes_are_swept() {
     ));
     let _ = std::fs::metadata(template.tree_dir()).unwrap().mode();
 }
+
+#[test]
+fn no_program_running_gitoxide_crate_is_in_the_dependency_closure() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    for krate in [
+        "gix-command",
+        "gix-filter",
+        "gix-credentials",
+        "gix-transport",
+        "gix",
+    ] {
+        let out = Command::new(&cargo)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args([
+                "tree",
+                "--offline",
+                "-e",
+                "normal",
+                "-p",
+                "stockade-workspace",
+                "-i",
+                krate,
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let absent = (!out.status.success() && stderr.contains("did not match any packages"))
+            || (out.status.success() && stdout.trim().is_empty());
+        assert!(
+            absent,
+            "{krate} is reachable from stockade-workspace:\n{stdout}{stderr}"
+        );
+    }
+}
