@@ -331,3 +331,32 @@ fn pack_writer_round_trips_through_gix_pack() {
     let short = pack::PackWriter::create(&pack_dir, "short", 2).unwrap();
     assert!(short.finish().is_err());
 }
+
+#[test]
+fn concurrent_prewarms_of_one_key_publish_once() {
+    let repo = Repo::new();
+    let (commit, _) = sample(&repo);
+    let results: Vec<Result<Template, WorkspaceError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| Template::prewarm(&repo.root, &commit, &repo.dest)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let templates: Vec<Template> = results.into_iter().map(Result::unwrap).collect();
+    assert!(
+        templates
+            .iter()
+            .all(|t| t.tree_dir() == templates[0].tree_dir())
+    );
+    assert!(templates.iter().filter(|t| !t.was_reused()).count() >= 1);
+    let names: Vec<_> = std::fs::read_dir(&repo.dest)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "only the published template remains: {names:?}"
+    );
+    assert!(templates[0].tree_dir().join(".git/index").is_file());
+}
