@@ -82,7 +82,6 @@ fn main() {
     let code = match cli.command {
         Command::Probe { json } => probe_cmd::run(json),
         Command::Exec(args) => exec::run(args),
-        Command::BenchLaunch => exec::bench_launch(),
         Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Manifest(args) => manifest::run(args),
