@@ -52,6 +52,16 @@ pub enum SandboxError {
         /// Policy id offered to `create`.
         offered: String,
     },
+    /// The admission witness was made from another backend's attestation.
+    #[error(
+        "admission was granted from the attestation of backend `{admitted_backend}`, not `{backend}`"
+    )]
+    ForeignAdmission {
+        /// The backend whose attestation the admission was made from.
+        admitted_backend: String,
+        /// The backend it was offered to.
+        backend: String,
+    },
     /// The backend cannot provide what was asked (for example an overlay on this host).
     #[error("backend `{backend}` cannot {what}: {remedy}")]
     Unsupported {

@@ -148,12 +148,19 @@ impl Session {
                 backend: backend.name().to_owned(),
             });
         }
-        if let Some(admitted) = admission.policy_id()
-            && admitted != policy.id()
-        {
+        // The witness must have been made by `admit` for exactly this policy (an admission from
+        // `admit_protections` names no policy and so covers none) and from this backend's
+        // attestation.
+        if !admission.is_for_policy(policy) {
             return Err(SandboxError::AdmissionMismatch {
-                admitted: admitted.to_owned(),
+                admitted: admission.policy_id().unwrap_or("<no policy>").to_owned(),
                 offered: policy.id().to_owned(),
+            });
+        }
+        if !admission.is_for_backend(backend.name()) {
+            return Err(SandboxError::ForeignAdmission {
+                admitted_backend: admission.backend().name.clone(),
+                backend: backend.name().to_owned(),
             });
         }
         let lease = store.acquire(&id, holder)?;

@@ -5,6 +5,7 @@
 //! the generic logic (path resolution, leases, revision fences, lifecycle, deadlines and
 //! bounded output) that every real backend inherits.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use std::collections::BTreeMap;
@@ -500,4 +501,61 @@ fn foreign_templates_are_refused() {
     )
     .unwrap_err();
     assert!(matches!(err, SandboxError::ForeignTemplate { .. }), "{err}");
+}
+
+#[test]
+fn an_admission_for_another_policy_or_no_policy_is_refused() {
+    let f = fixture();
+    let caps = f.backend.probe();
+    let exec_style =
+        stockade_capabilities::admit_protections(&caps, &std::collections::BTreeSet::new())
+            .unwrap();
+    let err = Session::create(
+        &f.backend,
+        f.store.clone(),
+        SessionId::new("nopolicy").unwrap(),
+        holder(),
+        &f.template,
+        &f.policy,
+        exec_style,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::AdmissionMismatch { .. }),
+        "{err}"
+    );
+    let mut other_caps = SandboxCapabilities::new(
+        BackendIdentity {
+            name: "another-backend".into(),
+            version: "0".into(),
+        },
+        HostFacts {
+            kernel: "test".into(),
+            landlock_abi: None,
+            cgroup: CgroupVersion::None,
+        },
+    );
+    for p in Protection::ALL {
+        other_caps.set(
+            p,
+            ProtectionStatus::Enforced {
+                evidence: "test".into(),
+            },
+        );
+    }
+    let foreign = stockade_capabilities::admit(&other_caps, &f.policy).unwrap();
+    let err = Session::create(
+        &f.backend,
+        f.store.clone(),
+        SessionId::new("foreignadm").unwrap(),
+        holder(),
+        &f.template,
+        &f.policy,
+        foreign,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, SandboxError::ForeignAdmission { .. }),
+        "{err}"
+    );
 }
