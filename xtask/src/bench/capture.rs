@@ -253,9 +253,10 @@ fn child(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn peak_kib(program: &Path, args: &[&str]) -> anyhow::Result<u64> {
+/// Runs one child under `/usr/bin/time`; returns (peak KiB, user+system CPU seconds).
+fn child_usage(program: &Path, args: &[&str]) -> anyhow::Result<(u64, f64)> {
     let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M"])
+        .args(["-f", "%M %U %S"])
         .arg(program)
         .args(args)
         .stdout(Stdio::null())
@@ -270,8 +271,39 @@ fn peak_kib(program: &Path, args: &[&str]) -> anyhow::Result<u64> {
     }
     let text = String::from_utf8_lossy(&out.stderr);
     let last = text.lines().last().unwrap_or("").trim();
-    last.parse::<u64>()
-        .with_context(|| format!("parsing maxrss from {last:?}"))
+    let f: Vec<&str> = last.split_whitespace().collect();
+    let [kib, user, sys] = f[..] else {
+        bail!("cannot parse /usr/bin/time output {last:?}");
+    };
+    Ok((kib.parse()?, user.parse::<f64>()? + sys.parse::<f64>()?))
+}
+
+/// CPU seconds (user + system) of this process and its waited-for children, from
+/// `/proc/self/stat` (clock ticks of 10 ms; summed over all rounds, so the mean is meaningful).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields after the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14).
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12) + tick(13) + tick(14)) / 100.0
+}
+
+/// Wraps a contender so its CPU time is added to `acc`.
+fn with_cpu<'a>(
+    acc: &'a Cell<f64>,
+    f: &'a dyn Fn() -> anyhow::Result<Duration>,
+) -> impl Fn() -> anyhow::Result<Duration> + 'a {
+    move || {
+        let c0 = cpu_seconds();
+        let d = f()?;
+        acc.set(acc.get() + cpu_seconds() - c0);
+        Ok(d)
+    }
 }
 
 /// Runs the `capture` benchmark.
@@ -388,12 +420,24 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             Ok(())
         })
     };
+    let cpu = [
+        Cell::new(0.0),
+        Cell::new(0.0),
+        Cell::new(0.0),
+        Cell::new(0.0),
+    ];
+    let (c0, c1, c2, c3) = (
+        with_cpu(&cpu[0], &git_run),
+        with_cpu(&cpu[1], &layer_run),
+        with_cpu(&cpu[2], &full_cache_run),
+        with_cpu(&cpu[3], &full_run),
+    );
     let samples = stats::alternate(
         &[
-            ("git status+diff", &git_run),
-            ("capture layer", &layer_run),
-            ("capture full+cache", &full_cache_run),
-            ("capture full", &full_run),
+            ("git status+diff", &c0),
+            ("capture layer", &c1),
+            ("capture full+cache", &c2),
+            ("capture full", &c3),
         ],
         1,
         rounds,
@@ -403,6 +447,22 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         accepted.get()
     );
     print!("{}", stats::report(&samples, "git status+diff"));
+    // CPU includes the warmup round; wall time on a loaded machine is mostly waiting for a core.
+    let per_round = |c: &Cell<f64>| c.get() / (rounds + 1) as f64;
+    let git_cpu = per_round(&cpu[0]).max(1e-9);
+    println!("cpu (user+sys, mean per round incl. children):");
+    for (i, name) in [
+        "git status+diff",
+        "capture layer",
+        "capture full+cache",
+        "capture full",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let c = per_round(&cpu[i]);
+        println!("  {name:<20} {:>8.1} ms   {:.2}x", c * 1000.0, c / git_cpu);
+    }
     let med = |n: &str| {
         samples
             .iter()
@@ -432,26 +492,24 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let (u, f, r, sd) = (s(&upper), s(&full), s(&repo), s(&store_dir));
         let mut rows = Vec::new();
-        let g1 = peak_kib(
+        let (a_kib, _) = child_usage(
             Path::new("git"),
             &["-C", &f, "status", "--porcelain", "-uall"],
         )?;
-        let g2 = peak_kib(Path::new("git"), &["-C", &f, "diff"])?;
-        rows.push(("git status+diff", g1.max(g2)));
+        let (b_kib, _) = child_usage(Path::new("git"), &["-C", &f, "diff"])?;
+        rows.push(("git status+diff", a_kib.max(b_kib)));
         for (name, mode, input) in [
             ("capture layer", "layer", &u),
             ("capture full+cache", "full-cache", &f),
             ("capture full", "full", &f),
         ] {
-            let kib = peak_kib(
+            let (kib, _) = child_usage(
                 &exe,
                 &["bench", "capture", "--child", mode, input, &r, &commit, &sd],
             )?;
             rows.push((name, kib));
         }
-        println!(
-            "peak memory (maxrss of one child run; the xtask binary's own baseline included):"
-        );
+        println!("peak memory (maxrss of one child run, incl. the xtask binary's own baseline):");
         for (name, kib) in rows {
             println!("  {name:<20} {:>8.1} MiB", kib as f64 / 1024.0);
         }
