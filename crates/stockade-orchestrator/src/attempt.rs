@@ -756,7 +756,9 @@ impl Orchestrator {
         out: &AtomicU64,
         err: &AtomicU64,
     ) -> Result<Ran, AttemptError> {
-        let deadline = Instant::now() + policy.wall_time();
+        // The backend's watchdog (Launch::wall_time) is primary; this deadline, a little later, is
+        // the fallback for a backend whose watchdog did not fire.
+        let deadline = Instant::now() + policy.wall_time() + Duration::from_secs(2);
         let mut last_requests = 0u64;
         let exit = loop {
             let process = live
@@ -823,6 +825,17 @@ impl Orchestrator {
         }
         let usage = process.report().map(without_floats);
         drop(process);
+        // The backend's own watchdog usually fires first and the agent then looks signalled;
+        // its report says whether the wall-time budget ended it.
+        let budget_hit = usage
+            .as_ref()
+            .and_then(|u| u.get("wall_time_budget_hit"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let exit = match exit {
+            AgentExit::Signaled { .. } if budget_hit => AgentExit::TimedOut,
+            other => other,
+        };
         if let Some(mut session) = live.session.take() {
             let (session, shut) = blocking(move || {
                 let r = session.shutdown();
