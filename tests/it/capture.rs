@@ -682,6 +682,9 @@ fn hostile_workspace_is_rejected_with_reasons() {
     )
     .unwrap();
     std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/evil\n").unwrap();
+    // Swap the worker's .git for a link to the canonical repository's git dir.
+    std::fs::rename(ws.join(".git"), tmp.path().join("old-git")).unwrap();
+    std::os::unix::fs::symlink(repo.path.join(".git"), ws.join(".git")).unwrap();
     // Hostile entries.
     std::os::unix::fs::symlink(&secret, ws.join("ok/leak")).unwrap();
     std::fs::hard_link(&secret, ws.join("ok/hard")).unwrap();
