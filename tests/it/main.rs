@@ -15,3 +15,4 @@ mod escape;
 mod escape_kernel;
 mod gateway_e2e;
 mod workspace;
+mod orchestrator_run;
