@@ -325,7 +325,7 @@ fn sigterm_cancels_kills_the_tree_and_leaves_an_incomplete_record() {
         "stdin",
         r#"["/bin/sh", "-c", "sed -i 's/- b/+ b/' calc.py; exec sleep 8119"]"#,
     );
-    let mut child = env
+    let child = env
         .command(&preset, &env.work_unit(300, NO_NET))
         .stdout(std::process::Stdio::piped())
         .spawn()
