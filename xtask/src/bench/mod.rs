@@ -7,13 +7,14 @@
 mod capture;
 mod exec;
 mod gateway;
+mod session;
 mod workspace;
 pub mod stats;
 
 use anyhow::bail;
 
 /// The benchmark areas.
-const AREAS: &[&str] = &["exec", "capture", "gateway", "workspace"];
+const AREAS: &[&str] = &["exec", "capture", "gateway", "workspace", "session"];
 
 /// Dispatches `cargo xtask bench <area> [args...]`.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -29,6 +30,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "capture" => capture::run(rest),
         "gateway" => gateway::run(rest),
         "workspace" => workspace::run(rest),
+        "session" => session::run(rest),
         other => bail!("unknown bench area `{other}`; areas: {}", AREAS.join(", ")),
     }
 }
