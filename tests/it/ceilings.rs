@@ -844,4 +844,59 @@ mod exec {
             "writable area left mounted after the sweep"
         );
     }
+
+    /// Caller cancel: SIGTERM to `stockade exec` kills the tree through its cgroup, exits 130,
+    /// reports `cancelled`, and leaves no cgroup or mount behind.
+    #[test]
+    fn exec_caller_cancel_kills_the_tree_and_cleans_up() {
+        let Some((host, _serial)) = host() else {
+            return;
+        };
+        let (t, ws) = workspace();
+        let tok = token(4);
+        let report = t.path().join("cancel.json");
+        let script = format!("setsid sh -c \"trap '' TERM HUP; sleep {tok}\" & sleep {tok}");
+        let mut sup = Command::new(stockade())
+            .current_dir(&ws)
+            .args(["exec", "--pids", "64", "--disk", "8M", "--json-report"])
+            .arg(&report)
+            .args(["--", "/bin/sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        while alive_with(&tok).len() < 2 {
+            assert!(Instant::now() < until, "worker tree never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid = rustix_pid(sup.id());
+        let rc = Command::new("/bin/kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(rc.success());
+        let st = sup.wait().unwrap();
+        assert_eq!(st.code(), Some(130));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(v["outcome"], "cancelled", "{v}");
+        assert!(
+            wait_none_alive(&tok).is_empty(),
+            "worker survived the cancel"
+        );
+        assert!(
+            cgroups_of(&host, sup.id()).is_empty(),
+            "cgroup left after cancel"
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mounts.contains(&format!("stockade-area-{}-", sup.id())),
+            "area left mounted"
+        );
+    }
+
+    fn rustix_pid(id: u32) -> String {
+        id.to_string()
+    }
 }
