@@ -171,6 +171,32 @@ pub fn run(args: ExecArgs) -> i32 {
             target: workspace.clone(),
         });
     }
+    // Caller cancel (Ctrl-C, SIGTERM): kill the whole tree through its cgroup and finish
+    // normally, so nothing is left behind and the report says the run was cancelled. The
+    // handlers are in place before the launch. Without a cgroup the default disposition stays:
+    // stockade dies and the PID namespace and parent-death signal take the worker with it.
+    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Some(killer) = ceilings.cgroup().map(|c| c.killer()) {
+        let flag = std::sync::Arc::clone(&cancelled);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            rt.block_on(async {
+                let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+                    return;
+                };
+                let _ = ready_tx.send(());
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = killer.kill_all();
+            });
+        });
+        let _ = ready_rx.recv_timeout(Duration::from_secs(2));
+    }
     let start = Instant::now();
     let mut worker = match launch(spec) {
         Ok(w) => w,
@@ -207,8 +233,17 @@ pub fn run(args: ExecArgs) -> i32 {
             for e in &cleanup_errors {
                 eprintln!("stockade: cleanup: {e}");
             }
-            let code = if timed_out { codes::WALL_TIME } else { status.code() };
-            if timed_out {
+            let was_cancelled = cancelled.load(std::sync::atomic::Ordering::SeqCst);
+            let code = if was_cancelled {
+                130
+            } else if timed_out {
+                codes::WALL_TIME
+            } else {
+                status.code()
+            };
+            if was_cancelled {
+                eprintln!("stockade: cancelled; the process tree was killed");
+            } else if timed_out {
                 eprintln!("stockade: wall-time budget exhausted; the process tree was killed");
             } else if let Some(limit) = run_report.ended_by {
                 eprintln!("stockade: the {} ceiling ended the run", serde_json::to_value(limit).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
@@ -221,7 +256,7 @@ pub fn run(args: ExecArgs) -> i32 {
             let mut value = serde_json::to_value(&run_report).unwrap_or_default();
             if let Some(obj) = value.as_object_mut() {
                 let extra = serde_json::json!({
-                    "outcome": if timed_out { "wall-time" } else { "exited" },
+                    "outcome": if was_cancelled { "cancelled" } else if timed_out { "wall-time" } else { "exited" },
                     "exit_code": code,
                     "program_exit_code": exit_code,
                     "signal": signal,
@@ -245,4 +280,50 @@ pub fn run(args: ExecArgs) -> i32 {
             codes::SETUP_FAILED
         }
     }
+}
+
+/// The hidden `__bench-launch` loop (see `main.rs`). Refuses like `exec` when isolation is not
+/// attested.
+pub fn bench_launch() -> i32 {
+    let caps = stockade_sandbox_linux::probe_isolation().capabilities;
+    if let Err(refusal) = admit_protections(&caps, &BTreeSet::new()) {
+        eprintln!("stockade: refused: {refusal}");
+        return codes::REFUSED;
+    }
+    let ws = std::env::temp_dir();
+    let ws = ws.join(format!("stockade-bench-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&ws) {
+        eprintln!("stockade: {e}");
+        return codes::SETUP_FAILED;
+    }
+    let mut line = String::new();
+    let code = loop {
+        line.clear();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) => break 0,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("stockade: {e}");
+                break codes::SETUP_FAILED;
+            }
+        }
+        let start = Instant::now();
+        let spec = LaunchSpec::new("/bin/true", vec![], ws.clone());
+        let status = launch(spec).and_then(|mut w| {
+            w.wait().map_err(|e| LaunchError::Sys { what: "wait", source: e })
+        });
+        match status {
+            Ok(ExitStatus::Exited(0)) => println!("{}", start.elapsed().as_nanos()),
+            Ok(s) => {
+                eprintln!("stockade: /bin/true ended with {s:?}");
+                break codes::SETUP_FAILED;
+            }
+            Err(e) => {
+                eprintln!("stockade: {e}");
+                break codes::SETUP_FAILED;
+            }
+        }
+    };
+    let _ = std::fs::remove_dir(&ws);
+    code
 }

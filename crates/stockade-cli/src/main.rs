@@ -66,6 +66,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Work with result manifests.
     Manifest(manifest::ManifestArgs),
+    /// Benchmark helper: one sandboxed `/bin/true` per stdin line, nanoseconds on stdout.
+    #[command(name = "__bench-launch", hide = true)]
+    BenchLaunch,
 }
 
 fn main() {
@@ -82,6 +85,7 @@ fn main() {
     let code = match cli.command {
         Command::Probe { json } => probe_cmd::run(json),
         Command::Exec(args) => exec::run(args),
+        Command::BenchLaunch => exec::bench_launch(),
         Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Manifest(args) => manifest::run(args),
