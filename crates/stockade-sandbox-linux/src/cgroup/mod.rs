@@ -1072,6 +1072,20 @@ impl WorkerCgroup {
         move |pid| dirs.add_pid(pid).map_err(|e| e.to_string())
     }
 
+    /// Sets the CPU quota with a CFS period other than the default 100 ms (the CPU canary uses
+    /// a short period so the quota binds quickly).
+    pub(crate) fn set_cpu_period(&self, period_us: u64, quota_us: u64) -> Result<(), CgroupError> {
+        match &self.dirs {
+            Dirs::V2 { dir } => {
+                write_file(&dir.join("cpu.max"), &format!("{quota_us} {period_us}"))
+            }
+            Dirs::V1 { cpu, .. } => {
+                write_file(&cpu.join("cpu.cfs_quota_us"), &quota_us.to_string())?;
+                write_file(&cpu.join("cpu.cfs_period_us"), &period_us.to_string())
+            }
+        }
+    }
+
     /// Pids of every task currently in the cgroup, as the kernel lists them.
     pub fn pids(&self) -> Vec<i32> {
         self.dirs.members()

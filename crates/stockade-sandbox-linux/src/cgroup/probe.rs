@@ -246,6 +246,8 @@ pub fn prove_cpu(
     l: &mut dyn CanaryLauncher,
 ) -> Result<CeilingEvidence, ProbeError> {
     const MILLIS: u32 = 50;
+    // A 20 ms period (quota 1 ms) makes the quota bind within tens of milliseconds.
+    const PERIOD_US: u64 = 20_000;
     let start = Instant::now();
     let cg = host.create_with(
         "probe-cpu",
@@ -255,6 +257,7 @@ pub fn prove_cpu(
             cpu_millis: Some(MILLIS),
         },
     )?;
+    cg.set_cpu_period(PERIOD_US, u64::from(MILLIS) * PERIOD_US / 1000)?;
     let launched = Instant::now();
     let mut p = launch(l, "cpu", "while :; do :; done", &cg)?;
     wait_until(Duration::from_secs(5), || {
@@ -265,10 +268,12 @@ pub fn prove_cpu(
     let u = cg.usage();
     finish(cg, p.as_mut())?;
     let wall_us = u64::try_from(wall.as_micros()).unwrap_or(u64::MAX);
-    let allowed_us = cpu_allowance_us(wall_us, MILLIS);
+    let allowed_us = cpu_allowance_with_period_us(wall_us, MILLIS, PERIOD_US);
     let summary = format!(
-        "busy loop under a {MILLIS} milli-CPU quota used {} us of CPU in {wall_us} us of wall time (allowed {allowed_us} us), throttled in {} periods",
-        u.cpu_time_us, u.cpu_throttled_periods
+        "busy loop under a {MILLIS} milli-CPU quota ({} ms period) used {} us of CPU in {wall_us} us of wall time (allowed {allowed_us} us), throttled in {} periods",
+        PERIOD_US / 1000,
+        u.cpu_time_us,
+        u.cpu_throttled_periods
     );
     if u.cpu_time_us > allowed_us {
         return Err(not_enforced("cpu", summary));
@@ -290,8 +295,13 @@ pub fn prove_cpu(
 /// (a partial period at each end gets a full quota), plus one scheduler tick (4 ms at
 /// `HZ=250`) by which CFS may overrun before it throttles.
 pub fn cpu_allowance_us(wall_us: u64, millis: u32) -> u64 {
-    let quota = u64::from(millis) * super::CPU_PERIOD_US / 1000;
-    (wall_us.div_ceil(super::CPU_PERIOD_US) + 1) * quota + 4_000
+    cpu_allowance_with_period_us(wall_us, millis, super::CPU_PERIOD_US)
+}
+
+/// [`cpu_allowance_us`] for a CFS period of `period_us`.
+pub fn cpu_allowance_with_period_us(wall_us: u64, millis: u32, period_us: u64) -> u64 {
+    let quota = u64::from(millis) * period_us / 1000;
+    (wall_us.div_ceil(period_us.max(1)) + 1) * quota + 4_000
 }
 
 /// Reads whether `pid` still exists as a live (non-zombie) process.
@@ -368,7 +378,7 @@ pub fn prove_tree(
     })
 }
 
-/// Wall time: a sleeper ignoring SIGTERM under a 150 ms budget must be SIGKILLed by the
+/// Wall time: a sleeper ignoring SIGTERM under a 100 ms budget must be SIGKILLed by the
 /// [`Watchdog`] within a second, children included.
 ///
 /// # Errors
@@ -377,7 +387,7 @@ pub fn prove_wall_time(
     host: &CgroupHost,
     l: &mut dyn CanaryLauncher,
 ) -> Result<CeilingEvidence, ProbeError> {
-    let budget = Duration::from_millis(150);
+    let budget = Duration::from_millis(100);
     let start = Instant::now();
     let cg = host.create_with(
         "probe-wall",
