@@ -35,3 +35,61 @@ fn exit_code_and_pid1() {
     assert_eq!(st, ExitStatus::Exited(7));
     assert!(out.contains("pid=1"));
 }
+
+#[test]
+fn overlay_workspace_writes_land_in_upper_only() {
+    let base = tempfile::tempdir().unwrap();
+    let (lower, upper, work) = (base.path().join("lower"), base.path().join("upper"), base.path().join("work"));
+    for d in [&lower, &upper, &work] {
+        std::fs::create_dir(d).unwrap();
+    }
+    std::fs::write(lower.join("kept.txt"), "template").unwrap();
+    let target = base.path().join("merged");
+    let (mut r, w) = pipe();
+    let spec = LaunchSpec::new("/bin/sh", vec!["-c".into(), "cat kept.txt; echo new > new.txt; echo changed > kept.txt; pwd".into()], base.path())
+        .with_workspace(stockade_sandbox_linux::WorkspaceView::Overlay {
+            lower: lower.clone(),
+            upper: upper.clone(),
+            work: work.clone(),
+            target: target.clone(),
+        })
+        .with_stdio(Stdio::Fds { stdin: None, stdout: Some(w.try_clone().unwrap()), stderr: Some(w) });
+    let mut worker = launch(spec).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut r, &mut out).unwrap();
+    assert_eq!(worker.wait().unwrap(), ExitStatus::Exited(0), "{out}");
+    assert!(out.starts_with("template/"), "{out}");
+    assert_eq!(std::fs::read_to_string(lower.join("kept.txt")).unwrap(), "template");
+    assert_eq!(std::fs::read_to_string(upper.join("kept.txt")).unwrap(), "changed\n");
+    assert_eq!(std::fs::read_to_string(upper.join("new.txt")).unwrap(), "new\n");
+    assert!(!target.exists(), "nothing is mounted or created on the host side");
+}
+
+#[test]
+fn listeners_are_created_inside_the_sandbox_netns() {
+    let ws = tempfile::tempdir().unwrap();
+    let spec = LaunchSpec::new("/bin/sleep", vec!["5".into()], ws.path()).with_listener(0);
+    let mut worker = launch(spec).unwrap();
+    let listeners = worker.take_listeners();
+    assert_eq!(listeners.len(), 1);
+    let addr = listeners[0].local_addr().unwrap();
+    assert!(addr.ip().is_loopback());
+    // The host's loopback is a different namespace: nothing listens there on this port
+    // (unless by coincidence another process does; then the connection is not ours).
+    let host = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200));
+    if host.is_ok() {
+        listeners[0].set_nonblocking(true).unwrap();
+        assert!(listeners[0].accept().is_err(), "a host connection reached the sandbox listener");
+    }
+    worker.kill().unwrap();
+    assert!(matches!(worker.wait().unwrap(), ExitStatus::Signaled(9)));
+}
+
+#[test]
+fn setup_failure_names_the_stage() {
+    let ws = tempfile::tempdir().unwrap();
+    let err = launch(LaunchSpec::new("/definitely/not/here", vec![], ws.path())).unwrap_err();
+    assert!(matches!(err, stockade_sandbox_linux::LaunchError::Exec { .. }), "{err}");
+    let err = launch(LaunchSpec::new("/bin/true", vec![], ws.path()).with_ro("/nonexistent-ro-path")).unwrap_err();
+    assert!(matches!(err, stockade_sandbox_linux::LaunchError::InvalidSpec(_)), "{err}");
+}
