@@ -43,6 +43,17 @@ pub struct ExecArgs {
     /// environment passes except TERM and LANG.
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// Allow HTTP(S) requests to this exact origin (`scheme://host[:port]`, repeatable). The
+    /// host-side gateway serves it on a loopback port inside the sandbox (printed on stderr and
+    /// set in `STOCKADE_ORIGIN_ORIGIN_<N>` and `STOCKADE_GATEWAY_ORIGINS`); every other
+    /// connection stays denied.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// A header the gateway sets on every request to ORIGIN, its value read on the host from an
+    /// environment variable or a file: `NAME=env:VAR` or `NAME=file:PATH`, holding the whole
+    /// header value (e.g. `Bearer sk-...`). The program never sees it. Repeatable.
+    #[arg(long = "origin-header", num_args = 2, value_names = ["ORIGIN", "NAME=SOURCE"])]
+    origin_header: Vec<String>,
     /// Write a JSON report of the run to FILE.
     #[arg(long, value_name = "FILE")]
     json_report: Option<PathBuf>,
@@ -137,6 +148,26 @@ pub fn run(args: ExecArgs) -> i32 {
     for p in &args.ro {
         spec = spec.with_ro(p.clone());
     }
+    // Network (issue 6): each allowed origin is served by the host-side gateway on a loopback
+    // listener the launcher opens inside the sandbox; secrets are checked here, before launch.
+    let origin_headers: Vec<(String, String)> = args.origin_header.chunks(2).map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default())).collect();
+    let gateway_plan = match stockade_gateway::plan_for_sandbox(&args.allow_origin, &origin_headers, stockade_gateway::DEFAULT_FIRST_PORT) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("stockade: {e}");
+            report(&args.json_report, serde_json::json!({"outcome": "usage", "exit_code": codes::USAGE, "error": e.to_string()}));
+            return codes::USAGE;
+        }
+    };
+    for (port, _) in &gateway_plan.ports {
+        spec = spec.with_listener(*port);
+    }
+    for (k, v) in &gateway_plan.env {
+        spec = spec.with_env(k, v);
+    }
+    for line in &gateway_plan.lines {
+        eprintln!("{line}");
+    }
     // Resource ceilings (issue 4): the worker cgroup (memory, cpu, pids; usage accounting and
     // tree kill), the writable area (one tmpfs bounding the workspace's writes and /tmp), and
     // the wall-time watchdog.
@@ -211,6 +242,21 @@ pub fn run(args: ExecArgs) -> i32 {
             return codes::SETUP_FAILED;
         }
     };
+    let gateway = if gateway_plan.routes.is_empty() {
+        None
+    } else {
+        let started = gateway_plan.tag_listeners(worker.take_listeners()).and_then(|tagged| {
+            stockade_gateway::BlockingGateway::start(stockade_gateway::GatewayConfig::new(gateway_plan.routes.clone()), tagged)
+        });
+        match started {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("stockade: gateway: {e}; killing the program");
+                let _ = worker.kill();
+                None
+            }
+        }
+    };
     let watchdog_armed = ceilings.started();
     // With a cgroup the watchdog kills the whole tree at the budget; without one, kill PID 1.
     let waited = match args.wall.filter(|_| !watchdog_armed) {
@@ -226,6 +272,11 @@ pub fn run(args: ExecArgs) -> i32 {
     };
     let wall = start.elapsed();
     let wall_ms = wall.as_millis();
+    let gateway_audit = gateway.map(stockade_gateway::BlockingGateway::shutdown).unwrap_or_default();
+    let gateway_denied = gateway_audit.iter().filter(|r| r.decision != stockade_gateway::Decision::Allowed).count();
+    if !gateway_plan.routes.is_empty() {
+        eprintln!("stockade: gateway: {} requests, {gateway_denied} denied or failed", gateway_audit.len());
+    }
     match waited {
         Ok((status, timed_out)) => {
             let timed_out = timed_out || ceilings.wall_fired();
@@ -265,6 +316,7 @@ pub fn run(args: ExecArgs) -> i32 {
                     "limits_requested": limits,
                     "not_in_force": not_in_force,
                     "cleanup_errors": cleanup_errors,
+                    "gateway": if gateway_plan.routes.is_empty() { serde_json::Value::Null } else { serde_json::json!({"origins": gateway_plan.lines, "requests": gateway_audit}) },
                 });
                 if let Some(extra) = extra.as_object() {
                     for (k, v) in extra {
