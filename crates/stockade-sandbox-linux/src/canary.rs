@@ -172,6 +172,19 @@ fn probe_checks(args: &[String]) -> i32 {
     let names: Vec<&str> = ifaces.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
     all &= check("net", names == ["lo"], format!("interfaces {names:?}"));
 
+    // --- gateway listener: the one port the host serves inside our network namespace ---
+    if let Ok(port) = get("gateway").parse::<u16>() {
+        let r = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), Duration::from_secs(2)).and_then(|mut s| {
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            s.write_all(b"ping\n")?;
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf)?;
+            Ok(buf)
+        });
+        let ok = matches!(&r, Ok(b) if b == b"pong\n");
+        all &= check("gateway", ok, format!("127.0.0.1:{port} (gateway listener) {}", match &r { Ok(_) => "answered by the host side".into(), Err(e) => io_errno(e) }));
+    }
+
     // --- seccomp ---
     let mut sc_ok = true;
     let mut refused = 0;

@@ -225,6 +225,42 @@ fn start_time(pid: i32) -> Option<String> {
     rest.split_whitespace().nth(19).map(str::to_owned)
 }
 
+/// Port of the gateway-style listener the probe opens inside the canary's network namespace
+/// (the namespace is empty, so any port is free there).
+const GATEWAY_PROBE_PORT: u16 = 18_080;
+
+/// Accepts one connection on the in-sandbox listener from the host side, expects `ping`,
+/// answers `pong` (bounded by `deadline`).
+fn serve_gateway_probe(
+    mut listeners: Vec<TcpListener>,
+    deadline: Instant,
+) -> std::thread::JoinHandle<Result<(), String>> {
+    std::thread::spawn(move || {
+        let l = listeners.pop().ok_or("no listener was handed over")?;
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let (mut conn, _) = loop {
+            match l.accept() {
+                Ok(c) => break c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        return Err("the canary never connected".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        };
+        conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 5];
+        std::io::Read::read_exact(&mut conn, &mut buf).map_err(|e| e.to_string())?;
+        if &buf != b"ping\n" {
+            return Err("unexpected request".into());
+        }
+        conn.write_all(b"pong\n").map_err(|e| e.to_string())
+    })
+}
+
 /// Runs the full self-test with `canary` as the canary binary.
 pub fn probe_with(canary: &Path) -> ProbeOutcome {
     match run_probe(canary, true) {
@@ -263,6 +299,7 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     }
     kv("landlock_tcp", if ll.tcp() { "1".into() } else { "0".into() });
     kv("tree", "1".into());
+    kv("gateway", GATEWAY_PROBE_PORT.to_string());
 
     let (out_r, out_w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
     let (in_r, mut in_w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
@@ -271,6 +308,7 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
         .with_ro(canary.clone())
         .with_env("HOME", crate::SANDBOX_HOME)
         .with_env("PATH", crate::DEFAULT_PATH)
+        .with_listener(GATEWAY_PROBE_PORT)
         .with_stdio(Stdio::Fds {
             stdin: Some(OwnedFd::from(in_r)),
             stdout: Some(OwnedFd::from(out_w)),
@@ -279,6 +317,8 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     spec.setup_timeout = Duration::from_secs(10);
     let started = Instant::now();
     let mut worker = crate::launch(spec).map_err(|e| format!("cannot start the canary sandbox: {e}"))?;
+    // The gateway half: serve the in-sandbox listener from the host, as the gateway would.
+    let gateway_served = serve_gateway_probe(worker.take_listeners(), started + Duration::from_secs(20));
 
     // Read the canary's report in a helper thread so every wait is bounded.
     let (tx, rx) = mpsc::channel::<String>();
@@ -347,6 +387,11 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
         checks.push(("probe".into(), false, "canary did not finish its checks within 20s".into()));
     }
     bait.judge(&mut checks);
+    match gateway_served.join() {
+        Ok(Ok(())) => checks.push(("gateway".into(), true, "host side served the in-sandbox listener".into())),
+        Ok(Err(e)) => checks.push(("gateway".into(), false, format!("host side could not serve the in-sandbox listener: {e}"))),
+        Err(_) => checks.push(("gateway".into(), false, "gateway probe thread panicked".into())),
+    }
     let wrote = secret_dir.0.join("written-from-sandbox").exists();
     checks.push(("fs".into(), !wrote, "host secret dir unchanged".into()));
 
@@ -393,13 +438,20 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilin
     let net = status("net", "network", Protection::NetworkEnforcement.default_remedy());
     caps.set(Protection::NetworkEnforcement, net.clone());
     caps.set(Protection::NetworkDenyAll, net);
-    caps.set(
-        Protection::NetworkGatewayOrigins,
-        unavailable(
-            "the launcher creates gateway listeners inside the sandbox, but no gateway is attested by this probe",
+    let gateway = match (status("gateway", "gateway-listener", Protection::NetworkGatewayOrigins.default_remedy()), caps.is_enforced(Protection::NetworkEnforcement)) {
+        (ProtectionStatus::Enforced { evidence }, true) => ProtectionStatus::Enforced {
+            evidence: format!(
+                "{evidence}: a listener created inside the sandbox network namespace was served from the host and reached by the canary, while direct tcp, udp and dns stayed denied{}",
+                if ll.tcp() { " and landlock limited tcp connect to the listener ports" } else { "" }
+            ),
+        },
+        (ProtectionStatus::Enforced { .. }, false) => unavailable(
+            "gateway listeners work, but network enforcement is not proven",
             Protection::NetworkGatewayOrigins.default_remedy(),
         ),
-    );
+        (s, _) => s,
+    };
+    caps.set(Protection::NetworkGatewayOrigins, gateway);
     caps.set(Protection::SeccompFilter, status("seccomp", "seccomp", Protection::SeccompFilter.default_remedy()));
     caps.set(Protection::NoNewPrivs, status("nnp", "no_new_privs and capability", Protection::NoNewPrivs.default_remedy()));
     let landlock = if ll.fs() {
