@@ -196,3 +196,126 @@ fn sandboxed_process_reaches_only_the_gateway_and_never_sees_the_credential() {
         "proxy attempt audited: {audit:?}"
     );
 }
+
+/// The `stockade` binary of this build (built on demand, like the escape suite does).
+fn stockade_bin() -> std::path::PathBuf {
+    use std::path::Path;
+    if let Some(p) = std::env::var_os("STOCKADE_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let target_dir = profile_dir.parent().unwrap();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    cmd.current_dir(workspace)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "stockade-cli",
+            "--bin",
+            "stockade",
+        ])
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().and_then(|s| s.to_str()) == Some("release") {
+        cmd.arg("--release");
+    }
+    assert!(
+        cmd.status().unwrap().success(),
+        "building the stockade binary failed"
+    );
+    profile_dir.join("stockade")
+}
+
+#[test]
+fn stockade_exec_allow_origin_injects_a_header_the_program_never_sees() {
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        return skip_or_fail("/usr/bin/curl is not installed");
+    }
+    let (up_addr, heads) = upstream();
+    let origin = format!("http://127.0.0.1:{}", up_addr.port());
+    let workspace = tempfile::tempdir().unwrap();
+    let report = workspace.path().join("report.json");
+    let script = format!(
+        "curl -sS -m 5 \"$STOCKADE_ORIGIN_ORIGIN_1/v1/models\"; echo \"rc=$?\"; \
+         curl -sS -m 3 {origin}/direct || echo direct-failed; \
+         env; cat /proc/self/environ"
+    );
+    let out = std::process::Command::new(stockade_bin())
+        .current_dir(workspace.path())
+        .env("STOCKADE_E2E_AUTH", format!("Bearer {SECRET}"))
+        .args([
+            "exec",
+            "--allow-origin",
+            &origin,
+            "--origin-header",
+            &origin,
+            "authorization=env:STOCKADE_E2E_AUTH",
+            "--json-report",
+        ])
+        .arg(&report)
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("refused") && !out.status.success() && heads.lock().unwrap().is_empty() {
+        return skip_or_fail(&format!("stockade exec refused here: {stderr}"));
+    }
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("upstream-ok") && stdout.contains("rc=0"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("direct-failed"),
+        "direct egress must fail: {stdout}"
+    );
+    assert!(
+        !stdout.contains(SECRET) && !stderr.contains(SECRET),
+        "the credential reached the program or the terminal"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "stockade: {origin} is served at http://127.0.0.1:41000"
+        )),
+        "{stderr}"
+    );
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0].to_ascii_lowercase().contains(&format!(
+            "authorization: bearer {}",
+            SECRET.to_ascii_lowercase()
+        )),
+        "{heads:?}"
+    );
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(!report.contains(SECRET));
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(
+        v["gateway"]["requests"][0]["path"], "/v1/models",
+        "{report}"
+    );
+
+    // A header for an origin that is not allowed is a usage error before anything runs.
+    let out = std::process::Command::new(stockade_bin())
+        .current_dir(workspace.path())
+        .args([
+            "exec",
+            "--origin-header",
+            &origin,
+            "authorization=env:STOCKADE_E2E_AUTH",
+            "--",
+            "/bin/true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not allowed"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
