@@ -45,7 +45,7 @@ pub struct AuditRecord {
     pub reason: Option<String>,
 }
 
-/// Most records kept; later ones are counted in [`AuditLog::dropped`] instead.
+/// Most records kept; later ones are counted in [`crate::GatewayHandle::audit_dropped`] instead.
 pub const MAX_AUDIT_RECORDS: usize = 100_000;
 
 /// A shared, bounded audit log.

@@ -12,7 +12,9 @@
 //! Entry points: [`Gateway::start`] (inside a tokio runtime) or [`BlockingGateway::start`]
 //! (own runtime), both taking a [`GatewayConfig`] and `std::net::TcpListener`s tagged with the
 //! rule id they serve; [`env_for_sandbox`] for the variables that tell the sandboxed program
-//! where each origin is served.
+//! where each origin is served; [`plan_for_sandbox`] to turn `stockade exec`'s `--allow-origin`
+//! and `--origin-header` flags into routes, in-sandbox ports, environment and stderr lines.
+//! Design and threat analysis: `docs/adr/0030-host-side-gateway-exact-origin-egress.md`.
 //!
 //! What this crate does **not** do: it spawns no process, enters no namespace and creates no
 //! listener (the backend hands them over); it does not deny direct TCP, UDP or DNS (the
