@@ -4,6 +4,7 @@
 //! on 127.0.0.1 (standing in for the sandbox's loopback), and talks to it as a hostile worker
 //! would: raw bytes over TCP.
 
+#![forbid(unsafe_code)]
 // Test support code (servers, clients) outside #[test] functions unwraps too.
 #![allow(clippy::unwrap_used)]
 
