@@ -4,9 +4,11 @@
 //!
 //! The fixture (default 100k files, a few executables and symlinks, 100 files per directory) is
 //! generated once with `git fast-import` and cached under
-//! `target/bench-fixtures/workspace-<files>-v1`. Each round starts from an empty destination;
-//! clean-up and a `sync` happen outside the measurement, so no round pays for another's
-//! write-back. Prewarm's measurement includes everything it does to publish a template: the
+//! `target/bench-fixtures/workspace-<files>-v1`. Each round writes to a fresh destination and
+//! is followed by a `sync` outside the measurement, so no round pays for another's write-back.
+//! Outputs are removed only after the last round: on a filesystem mounted with `discard`,
+//! unlinking 100k files issues discards for minutes and would slow whichever contender runs
+//! next (it needs about 1 GB of free space per round at 100k files). Prewarm's measurement includes everything it does to publish a template: the
 //! files, the workspace's pack and index, and the `syncfs` before the atomic rename (git does
 //! not fsync checked-out files, so the comparison is conservative for prewarm).
 //!
@@ -227,10 +229,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let start = Instant::now();
         run_ok(git(&repo).args(["worktree", "add", "-q", "--detach", dest_s, &commit]))?;
         let took = start.elapsed();
-        run_ok(git(&repo).args(["worktree", "remove", "--force", dest_s]))?;
-        if dest.exists() {
-            std::fs::remove_dir_all(&dest)?;
-        }
         sync_all()?;
         Ok(took)
     };
@@ -249,7 +247,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             template.counts().files,
             args.files
         );
-        std::fs::remove_dir_all(&dest)?;
         sync_all()?;
         Ok(took)
     };
@@ -287,6 +284,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         stats::fmt_duration(reuse),
         stats::fmt_duration(copy)
     );
+    eprintln!("bench workspace: removing the scratch directory");
     std::fs::remove_dir_all(&scratch)?;
+    run_ok(git(&repo).args(["worktree", "prune"]))?;
     Ok(())
 }
