@@ -1,4 +1,5 @@
 //! Integration tests: admission of resolved policies.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)] // test binary: helpers may unwrap
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,5 @@
 //! Integration tests for stockade-policy: loading, resolution rules, laws and snapshots.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, missing_docs)] // test binary: helpers may unwrap
 
 mod laws;
