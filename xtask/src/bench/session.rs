@@ -132,9 +132,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let (repo, commit) = fixture(args.files)?;
     let scratch = workspace_root().join("target/bench-fixtures/session-scratch");
     if scratch.exists() {
-        let _ = run_ok(git(&repo).args(["worktree", "prune"]));
+        // Leftovers of an interrupted run: remove the files first, then let git forget the
+        // worktrees whose directories are now gone.
         std::fs::remove_dir_all(&scratch)?;
     }
+    let _ = run_ok(git(&repo).args(["worktree", "prune"]));
     std::fs::create_dir_all(&scratch)?;
     let template_tree =
         stockade_workspace::Template::prewarm(&repo, &commit, &scratch.join("templates"))?;
