@@ -6,10 +6,16 @@ use crate::escape::{exec_in, need_sandbox, sh, ws};
 fn shell_pipelines() {
     need_sandbox!();
     let w = ws();
-    let r = sh(w.path(), "seq 1 1000 | sort -rn | head -1; echo hi > /dev/stdout; echo err >&2; ls /dev/fd/ >/dev/null && echo fdok; cat /etc/passwd | wc -l >/dev/null; mktemp; echo done");
+    let r = sh(
+        w.path(),
+        "seq 1 1000 | sort -rn | head -1; echo hi > /dev/stdout; echo err >&2; ls /dev/fd/ >/dev/null && echo fdok; cat /etc/passwd | wc -l >/dev/null; mktemp; echo done",
+    );
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("1000\nhi\n"), "{r:?}");
-    assert!(r.stdout.contains("fdok") && r.stdout.contains("/tmp/tmp."), "{r:?}");
+    assert!(
+        r.stdout.contains("fdok") && r.stdout.contains("/tmp/tmp."),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -36,8 +42,16 @@ fn python_works() {
               open('written.txt', 'w').write('py')";
     let r = exec_in(w.path(), &[], &["/usr/bin/python3", "-c", py]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("{\"ok\": true}") && r.stdout.contains("sub") && r.stdout.contains("tmp ok"), "{r:?}");
-    assert_eq!(std::fs::read_to_string(w.path().join("written.txt")).unwrap(), "py");
+    assert!(
+        r.stdout.contains("{\"ok\": true}")
+            && r.stdout.contains("sub")
+            && r.stdout.contains("tmp ok"),
+        "{r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.path().join("written.txt")).unwrap(),
+        "py"
+    );
 }
 
 #[test]
@@ -51,7 +65,10 @@ fn node_works_if_present() {
     let js = "const fs=require('fs'); const cp=require('child_process'); fs.writeFileSync('n.txt','node'); console.log(cp.execSync('echo child').toString().trim()); console.log(require('os').cpus().length>0)";
     let r = exec_in(w.path(), &[], &["/usr/bin/node", "-e", js]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("child") && r.stdout.contains("true"), "{r:?}");
+    assert!(
+        r.stdout.contains("child") && r.stdout.contains("true"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -66,15 +83,32 @@ fn cargo_build_works_if_present() {
     }
     let w = ws();
     std::fs::create_dir_all(w.path().join("src")).unwrap();
-    std::fs::write(w.path().join("Cargo.toml"), "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n").unwrap();
-    std::fs::write(w.path().join("src/main.rs"), "fn main() { println!(\"hello from cargo\"); }\n").unwrap();
+    std::fs::write(
+        w.path().join("Cargo.toml"),
+        "[package]\nname = \"hello\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.path().join("src/main.rs"),
+        "fn main() { println!(\"hello from cargo\"); }\n",
+    )
+    .unwrap();
     let path = format!("{cargo_home}/bin:/usr/local/bin:/usr/bin:/bin");
     let r = exec_in(
         w.path(),
         &[
-            "--ro", &rustup, "--ro", &format!("{cargo_home}/bin"),
-            "--env", &format!("PATH={path}"), "--env", &format!("RUSTUP_HOME={rustup}"),
-            "--env", "CARGO_HOME=/tmp/home/.cargo", "--env", "RUSTUP_TOOLCHAIN=stable",
+            "--ro",
+            &rustup,
+            "--ro",
+            &format!("{cargo_home}/bin"),
+            "--env",
+            &format!("PATH={path}"),
+            "--env",
+            &format!("RUSTUP_HOME={rustup}"),
+            "--env",
+            "CARGO_HOME=/tmp/home/.cargo",
+            "--env",
+            "RUSTUP_TOOLCHAIN=stable",
         ],
         &["/bin/sh", "-c", "cargo run --offline -q"],
     );

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::escape::{exec_in, need_sandbox, sh, stockade, ws, Run};
+use crate::escape::{Run, exec_in, need_sandbox, sh, stockade, ws};
 
 /// The canary (the stockade binary itself) tries every forbidden system call with arguments
 /// that make the kernel answer with a *different* errno if the filter let the call through.
@@ -14,13 +14,49 @@ fn every_seccomp_class_is_refused() {
     let w = ws();
     let bin = stockade();
     let bin_s = bin.display().to_string();
-    let r = exec_in(w.path(), &["--ro", &bin_s], &[&bin_s, "__stockade-canary", "syscalls"]);
+    let r = exec_in(
+        w.path(),
+        &["--ro", &bin_s],
+        &[&bin_s, "__stockade-canary", "syscalls"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let lines: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("CHECK seccomp")).collect();
+    let lines: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("CHECK seccomp"))
+        .collect();
     assert!(lines.len() >= 30, "{r:?}");
     assert!(lines.iter().all(|l| l.contains(" PASS ")), "{}", r.stdout);
-    for class in ["ptrace", "process_vm_readv", "mount", "open_tree", "fsopen", "move_mount", "mount_setattr", "unshare(CLONE_NEWUSER)", "clone(CLONE_NEWUSER)", "setns", "io_uring_setup", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "socket(AF_NETLINK)", "ioctl(TIOCSTI)", "ioctl(TIOCSTI|1<<32)", "ioctl(TIOCLINUX)", "clone3", "personality", "settimeofday", "clock_settime"] {
-        assert!(lines.iter().any(|l| l.contains(&format!(" {class}"))), "class {class} not exercised");
+    for class in [
+        "ptrace",
+        "process_vm_readv",
+        "mount",
+        "open_tree",
+        "fsopen",
+        "move_mount",
+        "mount_setattr",
+        "unshare(CLONE_NEWUSER)",
+        "clone(CLONE_NEWUSER)",
+        "setns",
+        "io_uring_setup",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "keyctl",
+        "add_key",
+        "socket(AF_NETLINK)",
+        "ioctl(TIOCSTI)",
+        "ioctl(TIOCSTI|1<<32)",
+        "ioctl(TIOCLINUX)",
+        "clone3",
+        "personality",
+        "settimeofday",
+        "clock_settime",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(&format!(" {class}"))),
+            "class {class} not exercised"
+        );
     }
 }
 
@@ -35,7 +71,15 @@ fn namespace_nesting_and_mounts_fail() {
          chroot / true && echo CHROOT; echo done",
     );
     assert!(r.stdout.contains("done"), "{r:?}");
-    for bad in ["USERNS", "MOUNTNS", "NETNS", "MOUNTED", "UMOUNTED", "REMOUNTED", "CHROOT"] {
+    for bad in [
+        "USERNS",
+        "MOUNTNS",
+        "NETNS",
+        "MOUNTED",
+        "UMOUNTED",
+        "REMOUNTED",
+        "CHROOT",
+    ] {
         assert!(!r.stdout.contains(bad), "{bad}: {r:?}");
     }
 }
@@ -75,7 +119,10 @@ fn setuid_binaries_grant_nothing() {
     // with our own uid.
     let id = w.path().join("suid-id");
     std::fs::copy("/usr/bin/id", &id).unwrap();
-    let chown = Command::new("chown").args(["65534:65534"]).arg(&id).status();
+    let chown = Command::new("chown")
+        .args(["65534:65534"])
+        .arg(&id)
+        .status();
     if !chown.map(|s| s.success()).unwrap_or(false) {
         eprintln!("SKIP setuid_binaries_grant_nothing: cannot chown (not root)");
         return;
@@ -83,7 +130,10 @@ fn setuid_binaries_grant_nothing() {
     Command::new("chmod").arg("4755").arg(&id).status().unwrap();
     let me = Command::new("id").arg("-u").output().unwrap();
     let me = String::from_utf8_lossy(&me.stdout).trim().to_owned();
-    let r = sh(w.path(), "./suid-id -u; su -c 'id -u' nobody; /usr/bin/passwd -S root; grep -E 'NoNewPrivs|CapEff' /proc/self/status");
+    let r = sh(
+        w.path(),
+        "./suid-id -u; su -c 'id -u' nobody; /usr/bin/passwd -S root; grep -E 'NoNewPrivs|CapEff' /proc/self/status",
+    );
     let first = r.stdout.lines().next().unwrap_or("");
     assert_eq!(first, me, "setuid changed the uid: {r:?}");
     assert!(r.stdout.contains("NoNewPrivs:\t1"), "{r:?}");
@@ -94,7 +144,8 @@ fn setuid_binaries_grant_nothing() {
 fn proc_sys_and_sysrq_writes_fail() {
     need_sandbox!();
     let w = ws();
-    let v = std::fs::read_to_string("/proc/sys/kernel/printk_ratelimit").unwrap_or_else(|_| "5".into());
+    let v =
+        std::fs::read_to_string("/proc/sys/kernel/printk_ratelimit").unwrap_or_else(|_| "5".into());
     let v = v.trim();
     let core_before = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default();
     let r = sh(
@@ -110,10 +161,20 @@ fn proc_sys_and_sysrq_writes_fail() {
         ),
     );
     assert!(r.stdout.contains("done"), "{r:?}");
-    for bad in ["WROTE_SYSCTL", "WROTE_CORE", "WROTE_SYSRQ", "WROTE_VM", "WROTE_SYS", "READ_KCORE"] {
+    for bad in [
+        "WROTE_SYSCTL",
+        "WROTE_CORE",
+        "WROTE_SYSRQ",
+        "WROTE_VM",
+        "WROTE_SYS",
+        "READ_KCORE",
+    ] {
         assert!(!r.stdout.contains(bad), "{bad}: {r:?}");
     }
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default(), core_before);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default(),
+        core_before
+    );
 }
 
 #[test]
@@ -125,8 +186,14 @@ fn devices_are_minimal() {
         "ls /dev; for d in /dev/mem /dev/kmem /dev/port /dev/sda /dev/vda /dev/nvme0n1 /dev/kmsg /dev/fuse /dev/net/tun /dev/kvm; do test -e $d && echo PRESENT $d; done; \
          mknod /tmp/mem c 1 1 && echo MKNOD; head -c 4 /dev/urandom | wc -c; echo x > /dev/null && echo nullok; echo done",
     );
-    assert!(r.stdout.contains("done") && r.stdout.contains("nullok"), "{r:?}");
-    assert!(!r.stdout.contains("PRESENT") && !r.stdout.contains("MKNOD"), "{r:?}");
+    assert!(
+        r.stdout.contains("done") && r.stdout.contains("nullok"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stdout.contains("PRESENT") && !r.stdout.contains("MKNOD"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -135,10 +202,17 @@ fn terminal_injection_is_impossible() {
     let w = ws();
     // stdin is a file here; the program is in its own session with no controlling terminal,
     // and the filter refuses TIOCSTI regardless.
-    let r = sh(w.path(), "ps -o sid= -p 1; ps -o tty= -p 1; cat /proc/self/stat | cut -d' ' -f6-7");
+    let r = sh(
+        w.path(),
+        "ps -o sid= -p 1; ps -o tty= -p 1; cat /proc/self/stat | cut -d' ' -f6-7",
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let sid: Vec<&str> = r.stdout.split_whitespace().collect();
-    assert_eq!(sid.first().copied(), Some("1"), "not a session leader: {r:?}");
+    assert_eq!(
+        sid.first().copied(),
+        Some("1"),
+        "not a session leader: {r:?}"
+    );
 }
 
 #[test]
@@ -168,7 +242,10 @@ fn hostname_change_stays_inside() {
     let w = ws();
     let r = sh(w.path(), "hostname; hostname pwned; echo done");
     assert!(r.stdout.starts_with("stockade"), "{r:?}");
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default(), before);
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default(),
+        before
+    );
 }
 
 #[test]
@@ -190,7 +267,12 @@ fn refusals_and_codes() {
     // PID 1 ignores signals it has no handler for unless sent from an ancestor namespace:
     // SIGKILL to itself is ignored for init, so the shell keeps running and exits 0.
     assert!(r.code == 0 || r.code == 137, "{r:?}");
-    let bad: Run = Command::new(stockade()).args(["exec", "--memory", "lots", "--", "/bin/true"]).stdin(Stdio::null()).output().unwrap().into();
+    let bad: Run = Command::new(stockade())
+        .args(["exec", "--memory", "lots", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into();
     assert_eq!(bad.code, 123, "{bad:?}");
     assert!(Path::new(&stockade()).exists());
 }

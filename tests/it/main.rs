@@ -4,7 +4,11 @@
 //! the layering that reserves spawning for `stockade-sandbox-linux`. Test helpers outside
 //! `#[test]` functions may unwrap: a failed unwrap is a failed test.
 #![forbid(unsafe_code)]
-#![allow(clippy::disallowed_methods, clippy::disallowed_types, clippy::unwrap_used)]
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::unwrap_used
+)]
 
 mod agent_e2e;
 mod backend;
@@ -14,5 +18,5 @@ mod compat;
 mod escape;
 mod escape_kernel;
 mod gateway_e2e;
-mod workspace;
 mod orchestrator_run;
+mod workspace;

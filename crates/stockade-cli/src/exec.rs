@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use stockade_capabilities::{admit_protections, Protection};
+use stockade_capabilities::{Protection, admit_protections};
 use stockade_sandbox_linux::usage::{ExitOutcome, RunCeilings, RunLimits};
-use stockade_sandbox_linux::{launch, ExitStatus, LaunchError, LaunchSpec, TmpDir, WorkspaceView};
+use stockade_sandbox_linux::{ExitStatus, LaunchError, LaunchSpec, TmpDir, WorkspaceView, launch};
 
 use crate::codes;
 use crate::units::{parse_cpus, parse_duration, parse_size};
@@ -58,12 +58,19 @@ pub struct ExecArgs {
     #[arg(long, value_name = "FILE")]
     json_report: Option<PathBuf>,
     /// The program and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
     command: Vec<OsString>,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))?;
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(format!("invalid environment variable name `{k}`"));
     }
@@ -74,7 +81,10 @@ fn report(path: &Option<PathBuf>, value: serde_json::Value) {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(&value).unwrap_or_default();
         if let Err(e) = std::fs::write(p, text + "\n") {
-            eprintln!("stockade: cannot write the json report {}: {e}", p.display());
+            eprintln!(
+                "stockade: cannot write the json report {}: {e}",
+                p.display()
+            );
         }
     }
 }
@@ -101,29 +111,56 @@ pub fn run(args: ExecArgs) -> i32 {
         limits.push("disk");
     }
     // Ceiling canaries run only when a ceiling is requested (they take the longest).
-    let outcome = if required.is_empty() { stockade_sandbox_linux::probe_isolation() } else { stockade_sandbox_linux::probe() };
+    let outcome = if required.is_empty() {
+        stockade_sandbox_linux::probe_isolation()
+    } else {
+        stockade_sandbox_linux::probe()
+    };
     let caps = &outcome.capabilities;
     if let Err(refusal) = admit_protections(caps, &required) {
         eprintln!("stockade: refused: {refusal}");
-        report(&args.json_report, serde_json::json!({
-            "outcome": "refused",
-            "exit_code": codes::REFUSED,
-            "missing": refusal.missing_protections().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
-        }));
+        report(
+            &args.json_report,
+            serde_json::json!({
+                "outcome": "refused",
+                "exit_code": codes::REFUSED,
+                "missing": refusal.missing_protections().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            }),
+        );
         return codes::REFUSED;
     }
     let not_in_force: Vec<&str> = Protection::ADR_0017
         .iter()
-        .chain([Protection::SeccompFilter, Protection::NoNewPrivs, Protection::Landlock].iter())
+        .chain(
+            [
+                Protection::SeccompFilter,
+                Protection::NoNewPrivs,
+                Protection::Landlock,
+            ]
+            .iter(),
+        )
         .filter(|p| !required.contains(*p) && !Protection::ISOLATION_FLOOR.contains(*p))
-        .filter(|p| !(caps.is_enforced(**p) && matches!(p, Protection::SeccompFilter | Protection::NoNewPrivs | Protection::Landlock)))
+        .filter(|p| {
+            !(caps.is_enforced(**p)
+                && matches!(
+                    p,
+                    Protection::SeccompFilter | Protection::NoNewPrivs | Protection::Landlock
+                ))
+        })
         .map(|p| p.as_str())
         .collect();
     if !not_in_force.is_empty() {
-        eprintln!("stockade: note: not in force for this run: {}", not_in_force.join(", "));
+        eprintln!(
+            "stockade: note: not in force for this run: {}",
+            not_in_force.join(", ")
+        );
     }
 
-    let workspace = match args.workspace.clone().map_or_else(std::env::current_dir, Ok) {
+    let workspace = match args
+        .workspace
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+    {
         Ok(w) => w,
         Err(e) => {
             eprintln!("stockade: cannot determine the workspace (current directory): {e}");
@@ -150,12 +187,23 @@ pub fn run(args: ExecArgs) -> i32 {
     }
     // Network (issue 6): each allowed origin is served by the host-side gateway on a loopback
     // listener the launcher opens inside the sandbox; secrets are checked here, before launch.
-    let origin_headers: Vec<(String, String)> = args.origin_header.chunks(2).map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default())).collect();
-    let gateway_plan = match stockade_gateway::plan_for_sandbox(&args.allow_origin, &origin_headers, stockade_gateway::DEFAULT_FIRST_PORT) {
+    let origin_headers: Vec<(String, String)> = args
+        .origin_header
+        .chunks(2)
+        .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+        .collect();
+    let gateway_plan = match stockade_gateway::plan_for_sandbox(
+        &args.allow_origin,
+        &origin_headers,
+        stockade_gateway::DEFAULT_FIRST_PORT,
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("stockade: {e}");
-            report(&args.json_report, serde_json::json!({"outcome": "usage", "exit_code": codes::USAGE, "error": e.to_string()}));
+            report(
+                &args.json_report,
+                serde_json::json!({"outcome": "usage", "exit_code": codes::USAGE, "error": e.to_string()}),
+            );
             return codes::USAGE;
         }
     };
@@ -173,7 +221,9 @@ pub fn run(args: ExecArgs) -> i32 {
     // the wall-time watchdog.
     let run_limits = RunLimits {
         memory_bytes: args.memory,
-        cpu_millis: args.cpus.map(|c| (c * 1000.0).round().clamp(1.0, 1e9) as u32),
+        cpu_millis: args
+            .cpus
+            .map(|c| (c * 1000.0).round().clamp(1.0, 1e9) as u32),
         pids: args.pids,
         disk_bytes: args.disk,
         wall: args.wall,
@@ -183,7 +233,10 @@ pub fn run(args: ExecArgs) -> i32 {
         Ok(c) => c,
         Err(e) => {
             eprintln!("stockade: {e}");
-            report(&args.json_report, serde_json::json!({"outcome": "setup-failed", "exit_code": codes::SETUP_FAILED, "error": e.to_string()}));
+            report(
+                &args.json_report,
+                serde_json::json!({"outcome": "setup-failed", "exit_code": codes::SETUP_FAILED, "error": e.to_string()}),
+            );
             return codes::SETUP_FAILED;
         }
     };
@@ -195,12 +248,14 @@ pub fn run(args: ExecArgs) -> i32 {
             "stockade: note: --disk makes the workspace copy-on-write: the program's writes to it and to /tmp land in one {}-byte layer that is discarded after the run",
             area.limit()
         );
-        spec = spec.with_tmp(TmpDir::Host(area.tmp())).with_workspace(WorkspaceView::Overlay {
-            lower: workspace.clone(),
-            upper: area.upper(),
-            work: area.work(),
-            target: workspace.clone(),
-        });
+        spec = spec
+            .with_tmp(TmpDir::Host(area.tmp()))
+            .with_workspace(WorkspaceView::Overlay {
+                lower: workspace.clone(),
+                upper: area.upper(),
+                work: area.work(),
+                target: workspace.clone(),
+            });
     }
     // Caller cancel (Ctrl-C, SIGTERM): kill the whole tree through its cgroup and finish
     // normally, so nothing is left behind and the report says the run was cancelled. The
@@ -211,10 +266,18 @@ pub fn run(args: ExecArgs) -> i32 {
         let flag = std::sync::Arc::clone(&cancelled);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
             rt.block_on(async {
-                let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+                let (Ok(mut int), Ok(mut term)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) else {
                     return;
                 };
                 let _ = ready_tx.send(());
@@ -233,21 +296,32 @@ pub fn run(args: ExecArgs) -> i32 {
         Ok(w) => w,
         Err(e @ LaunchError::Exec { .. }) => {
             eprintln!("stockade: {e}");
-            report(&args.json_report, serde_json::json!({"outcome": "not-found", "exit_code": codes::NOT_FOUND, "error": e.to_string()}));
+            report(
+                &args.json_report,
+                serde_json::json!({"outcome": "not-found", "exit_code": codes::NOT_FOUND, "error": e.to_string()}),
+            );
             return codes::NOT_FOUND;
         }
         Err(e) => {
             eprintln!("stockade: {e}");
-            report(&args.json_report, serde_json::json!({"outcome": "setup-failed", "exit_code": codes::SETUP_FAILED, "error": e.to_string()}));
+            report(
+                &args.json_report,
+                serde_json::json!({"outcome": "setup-failed", "exit_code": codes::SETUP_FAILED, "error": e.to_string()}),
+            );
             return codes::SETUP_FAILED;
         }
     };
     let gateway = if gateway_plan.routes.is_empty() {
         None
     } else {
-        let started = gateway_plan.tag_listeners(worker.take_listeners()).and_then(|tagged| {
-            stockade_gateway::BlockingGateway::start(stockade_gateway::GatewayConfig::new(gateway_plan.routes.clone()), tagged)
-        });
+        let started = gateway_plan
+            .tag_listeners(worker.take_listeners())
+            .and_then(|tagged| {
+                stockade_gateway::BlockingGateway::start(
+                    stockade_gateway::GatewayConfig::new(gateway_plan.routes.clone()),
+                    tagged,
+                )
+            });
         match started {
             Ok(g) => Some(g),
             Err(e) => {
@@ -272,15 +346,24 @@ pub fn run(args: ExecArgs) -> i32 {
     };
     let wall = start.elapsed();
     let wall_ms = wall.as_millis();
-    let gateway_audit = gateway.map(stockade_gateway::BlockingGateway::shutdown).unwrap_or_default();
-    let gateway_denied = gateway_audit.iter().filter(|r| r.decision != stockade_gateway::Decision::Allowed).count();
+    let gateway_audit = gateway
+        .map(stockade_gateway::BlockingGateway::shutdown)
+        .unwrap_or_default();
+    let gateway_denied = gateway_audit
+        .iter()
+        .filter(|r| r.decision != stockade_gateway::Decision::Allowed)
+        .count();
     if !gateway_plan.routes.is_empty() {
-        eprintln!("stockade: gateway: {} requests, {gateway_denied} denied or failed", gateway_audit.len());
+        eprintln!(
+            "stockade: gateway: {} requests, {gateway_denied} denied or failed",
+            gateway_audit.len()
+        );
     }
     match waited {
         Ok((status, timed_out)) => {
             let timed_out = timed_out || ceilings.wall_fired();
-            let (run_report, cleanup_errors) = ceilings.finish(ExitOutcome::from(status), wall, timed_out);
+            let (run_report, cleanup_errors) =
+                ceilings.finish(ExitOutcome::from(status), wall, timed_out);
             for e in &cleanup_errors {
                 eprintln!("stockade: cleanup: {e}");
             }
@@ -297,7 +380,13 @@ pub fn run(args: ExecArgs) -> i32 {
             } else if timed_out {
                 eprintln!("stockade: wall-time budget exhausted; the process tree was killed");
             } else if let Some(limit) = run_report.ended_by {
-                eprintln!("stockade: the {} ceiling ended the run", serde_json::to_value(limit).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default());
+                eprintln!(
+                    "stockade: the {} ceiling ended the run",
+                    serde_json::to_value(limit)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                );
             }
             let (exit_code, signal) = match status {
                 ExitStatus::Exited(c) => (Some(c), None),
@@ -362,7 +451,10 @@ pub fn bench_launch() -> i32 {
         let start = Instant::now();
         let spec = LaunchSpec::new("/bin/true", vec![], ws.clone());
         let status = launch(spec).and_then(|mut w| {
-            w.wait().map_err(|e| LaunchError::Sys { what: "wait", source: e })
+            w.wait().map_err(|e| LaunchError::Sys {
+                what: "wait",
+                source: e,
+            })
         });
         match status {
             Ok(ExitStatus::Exited(0)) => println!("{}", start.elapsed().as_nanos()),

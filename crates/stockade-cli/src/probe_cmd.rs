@@ -13,7 +13,10 @@ pub fn run(json: bool) -> i32 {
             "capabilities": caps,
             "checks": outcome.checks,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        );
     } else {
         println!("{}", caps.report().lines().next().unwrap_or(""));
         println!();
@@ -21,14 +24,25 @@ pub fn run(json: bool) -> i32 {
         for (p, s) in caps.iter() {
             let mark = if p.is_adr_0017() { "*" } else { " " };
             let (st, text) = match s {
-                ProtectionStatus::Enforced { evidence } if s.is_enforced() => ("enforced", evidence.clone()),
-                ProtectionStatus::Unavailable { reason, remedy } => ("UNAVAILABLE", format!("{reason}\n{:<39}fix: {remedy}", "")),
+                ProtectionStatus::Enforced { evidence } if s.is_enforced() => {
+                    ("enforced", evidence.clone())
+                }
+                ProtectionStatus::Unavailable { reason, remedy } => {
+                    ("UNAVAILABLE", format!("{reason}\n{:<39}fix: {remedy}", ""))
+                }
                 _ => ("UNKNOWN", "not attested".to_owned()),
             };
             println!("{mark}{:<25} {:<11} {}", p.as_str(), st, text);
         }
         println!();
-        println!("* = ADR-0017 enforcement bit; all eight {}", if all { "are enforced" } else { "are NOT enforced: agent runs will be refused" });
+        println!(
+            "* = ADR-0017 enforcement bit; all eight {}",
+            if all {
+                "are enforced"
+            } else {
+                "are NOT enforced: agent runs will be refused"
+            }
+        );
     }
     if all { 0 } else { 1 }
 }

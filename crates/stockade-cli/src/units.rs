@@ -7,7 +7,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("invalid size `{s}`: expected a number with an optional k/M/G/T suffix"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        format!("invalid size `{s}`: expected a number with an optional k/M/G/T suffix")
+    })?;
     let mul: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -16,7 +18,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 1 << 40,
         _ => return Err(format!("invalid size suffix in `{s}`: use k, M, G or T")),
     };
-    let v = n.checked_mul(mul).ok_or_else(|| format!("size `{s}` is too large"))?;
+    let v = n
+        .checked_mul(mul)
+        .ok_or_else(|| format!("size `{s}` is too large"))?;
     if v == 0 {
         return Err("a size limit must be positive".into());
     }
@@ -26,9 +30,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Parses `250ms`, `30s`, `5m`, `2h` or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("invalid duration `{s}`: expected e.g. 30s, 5m, 250ms"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 30s, 5m, 250ms"))?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "" | "s" => n,
@@ -44,7 +52,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses a positive CPU count (fractions allowed).
 pub fn parse_cpus(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("invalid cpu count `{s}`"))?;
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid cpu count `{s}`"))?;
     if !(v.is_finite() && v > 0.0 && v <= 4096.0) {
         return Err("a cpu count must be positive".into());
     }

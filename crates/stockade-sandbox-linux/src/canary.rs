@@ -61,7 +61,11 @@ fn syscalls() -> i32 {
     let mut all = true;
     for (a, name, want) in Attempt::ALL {
         let got = a.run();
-        all &= check("seccomp", got == want, format!("{name} -> {} (want {})", errno_name(got), errno_name(want)));
+        all &= check(
+            "seccomp",
+            got == want,
+            format!("{name} -> {} (want {})", errno_name(got), errno_name(want)),
+        );
     }
     if all { 0 } else { 1 }
 }
@@ -72,12 +76,19 @@ fn io_errno(e: &std::io::Error) -> String {
 
 fn status_field(name: &str) -> Option<String> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')).map(|v| v.trim().to_owned()))
+    s.lines().find_map(|l| {
+        l.strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    })
 }
 
 fn probe_checks(args: &[String]) -> i32 {
     let get = |k: &str| {
-        args.iter().find_map(|a| a.strip_prefix(k).and_then(|r| r.strip_prefix('='))).unwrap_or("").to_owned()
+        args.iter()
+            .find_map(|a| a.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+            .unwrap_or("")
+            .to_owned()
     };
     let mut all = true;
 
@@ -85,15 +96,31 @@ fn probe_checks(args: &[String]) -> i32 {
     let secret = get("secret");
     match std::fs::read(&secret) {
         Ok(_) => all &= check("fs", false, format!("read planted host file {secret}")),
-        Err(e) => all &= check("fs", true, format!("planted host file {secret} unreadable ({})", io_errno(&e))),
+        Err(e) => {
+            all &= check(
+                "fs",
+                true,
+                format!("planted host file {secret} unreadable ({})", io_errno(&e)),
+            )
+        }
     }
     let secret_dir = get("secret_dir");
     let escape = format!("{secret_dir}/written-from-sandbox");
     match std::fs::write(&escape, b"x") {
         Ok(()) => all &= check("fs", false, format!("wrote {escape}")),
-        Err(e) => all &= check("fs", true, format!("write into host dir refused ({})", io_errno(&e))),
+        Err(e) => {
+            all &= check(
+                "fs",
+                true,
+                format!("write into host dir refused ({})", io_errno(&e)),
+            )
+        }
     }
-    for p in ["/usr/stockade-canary", "/etc/stockade-canary", "/stockade-canary"] {
+    for p in [
+        "/usr/stockade-canary",
+        "/etc/stockade-canary",
+        "/stockade-canary",
+    ] {
         match std::fs::write(p, b"x") {
             Ok(()) => all &= check("fs", false, format!("wrote {p}")),
             Err(e) => all &= check("fs", true, format!("write {p} refused ({})", io_errno(&e))),
@@ -105,21 +132,51 @@ fn probe_checks(args: &[String]) -> i32 {
         Ok(()) => all &= check("fs", true, "workspace writable (positive control)"),
         Err(e) => all &= check("fs", false, format!("workspace not writable: {e}")),
     }
-    for p in ["/etc/shadow", "/etc/gshadow", "/root", "/home", "/var", "/run", "/sys", "/boot"] {
+    for p in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/root",
+        "/home",
+        "/var",
+        "/run",
+        "/sys",
+        "/boot",
+    ] {
         let exists = std::fs::symlink_metadata(p).is_ok();
-        all &= check("fs", !exists, format!("{p} {}", if exists { "visible" } else { "absent" }));
+        all &= check(
+            "fs",
+            !exists,
+            format!("{p} {}", if exists { "visible" } else { "absent" }),
+        );
     }
 
     // --- credential isolation ---
     let host_home = get("host_home");
     if !host_home.is_empty() && host_home != ws && !ws.starts_with(&format!("{host_home}/")) {
         let visible = std::fs::read_dir(&host_home).is_ok();
-        all &= check("cred", !visible, format!("host home {host_home} {}", if visible { "visible" } else { "absent" }));
+        all &= check(
+            "cred",
+            !visible,
+            format!(
+                "host home {host_home} {}",
+                if visible { "visible" } else { "absent" }
+            ),
+        );
     }
-    let allowed: Vec<String> = get("env").split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect();
-    let names: Vec<String> = std::env::vars_os().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+    let allowed: Vec<String> = get("env")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
     let extra: Vec<&String> = names.iter().filter(|n| !allowed.contains(n)).collect();
-    all &= check("cred", extra.is_empty(), format!("environment names {names:?} (unexpected: {extra:?})"));
+    all &= check(
+        "cred",
+        extra.is_empty(),
+        format!("environment names {names:?} (unexpected: {extra:?})"),
+    );
     let mut leaked = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
@@ -129,7 +186,9 @@ fn probe_checks(args: &[String]) -> i32 {
             }
             if let Ok(env) = std::fs::read(format!("/proc/{name}/environ")) {
                 for var in env.split(|&b| b == 0).filter(|v| !v.is_empty()) {
-                    let k = String::from_utf8_lossy(var.split(|&b| b == b'=').next().unwrap_or(b"")).into_owned();
+                    let k =
+                        String::from_utf8_lossy(var.split(|&b| b == b'=').next().unwrap_or(b""))
+                            .into_owned();
                     if !allowed.contains(&k) {
                         leaked.push(format!("{name}:{k}"));
                     }
@@ -137,7 +196,11 @@ fn probe_checks(args: &[String]) -> i32 {
             }
         }
     }
-    all &= check("cred", leaked.is_empty(), format!("/proc/*/environ holds only allow-listed names (extra: {leaked:?})"));
+    all &= check(
+        "cred",
+        leaked.is_empty(),
+        format!("/proc/*/environ holds only allow-listed names (extra: {leaked:?})"),
+    );
     let abstract_name = get("abstract");
     if !abstract_name.is_empty() {
         use std::os::linux::net::SocketAddrExt;
@@ -146,7 +209,10 @@ fn probe_checks(args: &[String]) -> i32 {
         all &= check(
             "cred",
             r.is_err(),
-            format!("host abstract unix socket @{abstract_name} {}", r.as_ref().map_or_else(io_errno, |_| "CONNECTED".into())),
+            format!(
+                "host abstract unix socket @{abstract_name} {}",
+                r.as_ref().map_or_else(io_errno, |_| "CONNECTED".into())
+            ),
         );
     }
 
@@ -155,7 +221,14 @@ fn probe_checks(args: &[String]) -> i32 {
         let addr = get(key);
         if let Ok(a) = addr.parse::<SocketAddr>() {
             let r = TcpStream::connect_timeout(&a, Duration::from_millis(500));
-            all &= check("net", r.is_err(), format!("tcp connect {a}: {}", r.as_ref().map_or_else(io_errno, |_| "CONNECTED".into())));
+            all &= check(
+                "net",
+                r.is_err(),
+                format!(
+                    "tcp connect {a}: {}",
+                    r.as_ref().map_or_else(io_errno, |_| "CONNECTED".into())
+                ),
+            );
         }
     }
     for key in ["udp_loopback", "udp_host"] {
@@ -163,18 +236,41 @@ fn probe_checks(args: &[String]) -> i32 {
         if let Ok(a) = addr.parse::<SocketAddr>() {
             // Sending may "succeed" locally (loopback of the sandbox): the host side judges receipt.
             let r = UdpSocket::bind("0.0.0.0:0").and_then(|s| s.send_to(b"stockade-canary", a));
-            check("net", true, format!("udp send {a}: {} (host judges receipt)", r.as_ref().map_or_else(io_errno, |_| "sent".into())));
+            check(
+                "net",
+                true,
+                format!(
+                    "udp send {a}: {} (host judges receipt)",
+                    r.as_ref().map_or_else(io_errno, |_| "sent".into())
+                ),
+            );
         }
     }
     let dns = std::net::ToSocketAddrs::to_socket_addrs("stockade-probe.invalid:80");
-    all &= check("net", dns.is_err(), format!("name resolution {}", if dns.is_err() { "fails" } else { "RESOLVED" }));
+    all &= check(
+        "net",
+        dns.is_err(),
+        format!(
+            "name resolution {}",
+            if dns.is_err() { "fails" } else { "RESOLVED" }
+        ),
+    );
     let ifaces = std::fs::read_to_string("/proc/net/dev").unwrap_or_default();
-    let names: Vec<&str> = ifaces.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    let names: Vec<&str> = ifaces
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
     all &= check("net", names == ["lo"], format!("interfaces {names:?}"));
 
     // --- gateway listener: the one port the host serves inside our network namespace ---
     if let Ok(port) = get("gateway").parse::<u16>() {
-        let r = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), Duration::from_secs(2)).and_then(|mut s| {
+        let r = TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(2),
+        )
+        .and_then(|mut s| {
             s.set_read_timeout(Some(Duration::from_secs(5)))?;
             s.write_all(b"ping\n")?;
             let mut buf = [0u8; 5];
@@ -182,7 +278,17 @@ fn probe_checks(args: &[String]) -> i32 {
             Ok(buf)
         });
         let ok = matches!(&r, Ok(b) if b == b"pong\n");
-        all &= check("gateway", ok, format!("127.0.0.1:{port} (gateway listener) {}", match &r { Ok(_) => "answered by the host side".into(), Err(e) => io_errno(e) }));
+        all &= check(
+            "gateway",
+            ok,
+            format!(
+                "127.0.0.1:{port} (gateway listener) {}",
+                match &r {
+                    Ok(_) => "answered by the host side".into(),
+                    Err(e) => io_errno(e),
+                }
+            ),
+        );
     }
 
     // --- seccomp ---
@@ -194,10 +300,21 @@ fn probe_checks(args: &[String]) -> i32 {
             refused += 1;
         } else {
             sc_ok = false;
-            check("seccomp", false, format!("{name} -> {} (want {})", errno_name(got), errno_name(want)));
+            check(
+                "seccomp",
+                false,
+                format!("{name} -> {} (want {})", errno_name(got), errno_name(want)),
+            );
         }
     }
-    all &= check("seccomp", sc_ok, format!("{refused}/{} forbidden calls refused by the filter", Attempt::ALL.len()));
+    all &= check(
+        "seccomp",
+        sc_ok,
+        format!(
+            "{refused}/{} forbidden calls refused by the filter",
+            Attempt::ALL.len()
+        ),
+    );
     let mode = status_field("Seccomp").unwrap_or_default();
     all &= check("seccomp", mode == "2", format!("Seccomp: {mode}"));
 
@@ -206,14 +323,34 @@ fn probe_checks(args: &[String]) -> i32 {
     all &= check("nnp", nnp == "1", format!("NoNewPrivs: {nnp}"));
     for f in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         let v = status_field(f).unwrap_or_default();
-        all &= check("nnp", v.chars().all(|c| c == '0') && !v.is_empty(), format!("{f}: {v}"));
+        all &= check(
+            "nnp",
+            v.chars().all(|c| c == '0') && !v.is_empty(),
+            format!("{f}: {v}"),
+        );
     }
 
     // --- landlock ---
     // /proc/self/comm is writable by its owner; only Landlock (procfs read-only) refuses it.
-    match std::fs::OpenOptions::new().write(true).open("/proc/self/comm").and_then(|mut f| f.write_all(b"canary")) {
-        Ok(()) => all &= check("landlock", false, "wrote /proc/self/comm (landlock did not refuse)"),
-        Err(e) => all &= check("landlock", e.raw_os_error() == Some(libc::EACCES), format!("write /proc/self/comm refused ({})", io_errno(&e))),
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/comm")
+        .and_then(|mut f| f.write_all(b"canary"))
+    {
+        Ok(()) => {
+            all &= check(
+                "landlock",
+                false,
+                "wrote /proc/self/comm (landlock did not refuse)",
+            )
+        }
+        Err(e) => {
+            all &= check(
+                "landlock",
+                e.raw_os_error() == Some(libc::EACCES),
+                format!("write /proc/self/comm refused ({})", io_errno(&e)),
+            )
+        }
     }
     if get("landlock_tcp") == "1" {
         // A listener of our own inside the sandbox: connecting must still be refused.
@@ -225,10 +362,23 @@ fn probe_checks(args: &[String]) -> i32 {
                 all &= check(
                     "landlock",
                     ok,
-                    format!("tcp connect to own listener {a:?}: {}", match &r { Some(Err(e)) => io_errno(e), Some(Ok(_)) => "CONNECTED".into(), None => "no address".into() }),
+                    format!(
+                        "tcp connect to own listener {a:?}: {}",
+                        match &r {
+                            Some(Err(e)) => io_errno(e),
+                            Some(Ok(_)) => "CONNECTED".into(),
+                            None => "no address".into(),
+                        }
+                    ),
                 );
             }
-            Err(e) => all &= check("landlock", false, format!("bind inside sandbox failed: {e}")),
+            Err(e) => {
+                all &= check(
+                    "landlock",
+                    false,
+                    format!("bind inside sandbox failed: {e}"),
+                )
+            }
         }
     }
 
@@ -236,7 +386,11 @@ fn probe_checks(args: &[String]) -> i32 {
     if get("tree") == "1" {
         match crate::sys::spawn_detached_daemon() {
             Ok(()) => {
-                check("tree", true, "spawned a setsid daemon ignoring TERM/HUP/INT");
+                check(
+                    "tree",
+                    true,
+                    "spawned a setsid daemon ignoring TERM/HUP/INT",
+                );
             }
             Err(e) => all &= check("tree", false, format!("could not spawn daemon: {e}")),
         }

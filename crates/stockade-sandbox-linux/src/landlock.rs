@@ -19,7 +19,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use landlock::{Access, AccessFs, AccessNet, BitFlags, Scope, ABI};
+use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Scope};
 
 fn fs(a: AccessFs) -> u64 {
     BitFlags::from_flag(a).bits()
@@ -39,7 +39,9 @@ pub struct LandlockSupport {
 impl LandlockSupport {
     /// Queries the running kernel.
     pub fn detect() -> Self {
-        LandlockSupport { abi: crate::sys::landlock_abi() }
+        LandlockSupport {
+            abi: crate::sys::landlock_abi(),
+        }
     }
     /// Filesystem rules are available (ABI 1+).
     pub fn fs(&self) -> bool {
@@ -83,7 +85,9 @@ pub(crate) fn plan(
         | (fs(AccessFs::Truncate) & all)
         | (fs(AccessFs::IoctlDev) & all);
     let mut rules: Vec<(CString, u64)> = vec![(cstr(b"/")?, fs(AccessFs::ReadDir))];
-    for p in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"] {
+    for p in [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+    ] {
         rules.push((cstr(p.as_bytes())?, read_exec));
     }
     rules.push((cstr(b"/proc")?, read));
@@ -99,7 +103,11 @@ pub(crate) fn plan(
     } else {
         (0, false)
     };
-    let scoped = if support.scopes() { Scope::from_all(abi).bits() } else { 0 };
+    let scoped = if support.scopes() {
+        Scope::from_all(abi).bits()
+    } else {
+        0
+    };
     Ok(Some(LandlockCtx {
         abi: support.abi,
         handled_fs: all,

@@ -17,7 +17,7 @@ use crate::error::LaunchError;
 use crate::landlock::LandlockSupport;
 use crate::plan::{self, SetupFailure, Stage};
 use crate::spec::{LaunchSpec, Stdio};
-use crate::sys::{self, child::ChildCtx, RawExit};
+use crate::sys::{self, RawExit, child::ChildCtx};
 
 /// How a worker ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -136,18 +136,22 @@ fn launcher() -> Result<mpsc::Sender<Job>, LaunchError> {
     static TX: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let tx = TX.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        let spawned = std::thread::Builder::new().name("stockade-launcher".into()).spawn(move || {
-            // Lives as long as the process: the sender is in a static and never dropped.
-            while let Ok((prepared, reply)) = rx.recv() {
-                let _ = reply.send(launch_on_this_thread(prepared));
-            }
-        });
+        let spawned = std::thread::Builder::new()
+            .name("stockade-launcher".into())
+            .spawn(move || {
+                // Lives as long as the process: the sender is in a static and never dropped.
+                while let Ok((prepared, reply)) = rx.recv() {
+                    let _ = reply.send(launch_on_this_thread(prepared));
+                }
+            });
         if spawned.is_err() {
             // The receiver is dropped with the failed closure; sends will fail below.
         }
         Mutex::new(tx)
     });
-    tx.lock().map(|g| g.clone()).map_err(|_| LaunchError::LauncherGone)
+    tx.lock()
+        .map(|g| g.clone())
+        .map_err(|_| LaunchError::LauncherGone)
 }
 
 /// Launches one worker. See [`LaunchSpec`] for what the sandbox contains.
@@ -159,7 +163,8 @@ pub fn launch(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
     let prepared = prepare(spec)?;
     let tx = launcher()?;
     let (rtx, rrx) = mpsc::channel();
-    tx.send((prepared, rtx)).map_err(|_| LaunchError::LauncherGone)?;
+    tx.send((prepared, rtx))
+        .map_err(|_| LaunchError::LauncherGone)?;
     rrx.recv().map_err(|_| LaunchError::LauncherGone)?
 }
 
@@ -222,7 +227,11 @@ fn prepare(spec: LaunchSpec) -> Result<Prepared, LaunchError> {
 
     let spec_stdio = match spec.stdio {
         Stdio::Inherit => [None, None, None],
-        Stdio::Fds { stdin, stdout, stderr } => [stdin, stdout, stderr],
+        Stdio::Fds {
+            stdin,
+            stdout,
+            stderr,
+        } => [stdin, stdout, stderr],
     };
     Ok(Prepared {
         spec_stdio,
@@ -243,11 +252,17 @@ fn prepare(spec: LaunchSpec) -> Result<Prepared, LaunchError> {
 }
 
 fn sys_err(what: &'static str) -> impl FnOnce(sys::Errno) -> LaunchError {
-    move |e| LaunchError::Sys { what, source: e.io() }
+    move |e| LaunchError::Sys {
+        what,
+        source: e.io(),
+    }
 }
 
 fn write_file(path: &str, contents: &[u8]) -> Result<(), LaunchError> {
-    std::fs::write(path, contents).map_err(|e| LaunchError::Sys { what: "write uid/gid map", source: e })
+    std::fs::write(path, contents).map_err(|e| LaunchError::Sys {
+        what: "write uid/gid map",
+        source: e,
+    })
 }
 
 fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
@@ -258,10 +273,18 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
     } else {
         Some(sys::seqpacket_pair().map_err(sys_err("socketpair"))?)
     };
-    let argv_ptrs: Vec<*const libc::c_char> =
-        p.argv.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-    let envp_ptrs: Vec<*const libc::c_char> =
-        p.env.iter().map(|c| c.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+    let argv_ptrs: Vec<*const libc::c_char> = p
+        .argv
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_ptrs: Vec<*const libc::c_char> = p
+        .env
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     let stdio_raw = [
         p.spec_stdio[0].as_ref().map(|f| f.as_raw_fd()),
         p.spec_stdio[1].as_ref().map(|f| f.as_raw_fd()),
@@ -298,13 +321,24 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
         pa
     });
     drop(p.spec_stdio);
-    let mut worker = Worker { pid: cloned.pid, pidfd: cloned.pidfd, listeners: Vec::new(), status: None };
+    let mut worker = Worker {
+        pid: cloned.pid,
+        pidfd: cloned.pidfd,
+        listeners: Vec::new(),
+        status: None,
+    };
 
     // Identity maps: the caller's uid/gid map to themselves (no privilege gained anywhere).
     let pid = cloned.pid;
     write_file(&format!("/proc/{pid}/setgroups"), b"deny")?;
-    write_file(&format!("/proc/{pid}/uid_map"), format!("{0} {0} 1\n", p.uid).as_bytes())?;
-    write_file(&format!("/proc/{pid}/gid_map"), format!("{0} {0} 1\n", p.gid).as_bytes())?;
+    write_file(
+        &format!("/proc/{pid}/uid_map"),
+        format!("{0} {0} 1\n", p.uid).as_bytes(),
+    )?;
+    write_file(
+        &format!("/proc/{pid}/gid_map"),
+        format!("{0} {0} 1\n", p.gid).as_bytes(),
+    )?;
     if let Some(hook) = p.before_release {
         hook(pid).map_err(LaunchError::Hook)?;
     }
@@ -338,7 +372,10 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
         })?;
         let source = std::io::Error::from_raw_os_error(fail.errno);
         if fail.stage == Stage::Exec {
-            return Err(LaunchError::Exec { program: p.program, source });
+            return Err(LaunchError::Exec {
+                program: p.program,
+                source,
+            });
         }
         let detail = match fail.stage {
             Stage::Mount => ctx
@@ -349,7 +386,11 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
             _ if fail.index != 0 => format!(" (#{})", fail.index),
             _ => String::new(),
         };
-        return Err(LaunchError::Setup { stage: fail.stage.name(), detail, source });
+        return Err(LaunchError::Setup {
+            stage: fail.stage.name(),
+            detail,
+            source,
+        });
     }
     if let Some(sp) = sock_parent {
         for _ in &ctx.listen_ports {

@@ -33,13 +33,13 @@ mod plan;
 pub mod probe;
 pub mod seccomp;
 mod spec;
-pub mod usage;
 #[allow(unsafe_code)]
 mod sys;
+pub mod usage;
 
 pub use error::LaunchError;
-pub use landlock::{describe as describe_landlock, LandlockSupport};
-pub use launch::{launch, ExitStatus, Worker, DEFAULT_PATH};
+pub use landlock::{LandlockSupport, describe as describe_landlock};
+pub use launch::{DEFAULT_PATH, ExitStatus, Worker, launch};
 pub use probe::{probe, probe_isolation};
 pub use spec::{BeforeRelease, LaunchSpec, Stdio, TmpDir, WorkspaceView};
 

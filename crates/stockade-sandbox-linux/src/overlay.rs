@@ -45,11 +45,18 @@ impl OverlayMount {
     ///
     /// `upper` and `work` must be empty-or-previous overlay directories on one filesystem;
     /// `target` must exist. Mounted `nosuid,nodev`.
-    pub fn mount(lower: &Path, upper: &Path, work: &Path, target: &Path) -> Result<Self, LaunchError> {
+    pub fn mount(
+        lower: &Path,
+        upper: &Path,
+        work: &Path,
+        target: &Path,
+    ) -> Result<Self, LaunchError> {
         let canon = |p: &Path| {
-            std::fs::canonicalize(p).map_err(|e| LaunchError::InvalidSpec(format!("overlay path {}: {e}", p.display())))
+            std::fs::canonicalize(p)
+                .map_err(|e| LaunchError::InvalidSpec(format!("overlay path {}: {e}", p.display())))
         };
-        let (lower, upper, work, target) = (canon(lower)?, canon(upper)?, canon(work)?, canon(target)?);
+        let (lower, upper, work, target) =
+            (canon(lower)?, canon(upper)?, canon(work)?, canon(target)?);
         let mut data = b"lowerdir=".to_vec();
         data.extend(opt_escape(&lower));
         data.extend_from_slice(b",upperdir=");
@@ -65,8 +72,15 @@ impl OverlayMount {
             (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong,
             Some(&data),
         )
-        .map_err(|e| LaunchError::Sys { what: "mount overlay (needs root on the host)", source: e.io() })?;
-        Ok(OverlayMount { target, target_c, mounted: true })
+        .map_err(|e| LaunchError::Sys {
+            what: "mount overlay (needs root on the host)",
+            source: e.io(),
+        })?;
+        Ok(OverlayMount {
+            target,
+            target_c,
+            mounted: true,
+        })
     }
 
     /// Where the merged view is mounted.
@@ -77,7 +91,10 @@ impl OverlayMount {
     /// Unmounts now (lazy detach), reporting errors.
     pub fn unmount(mut self) -> Result<(), LaunchError> {
         self.mounted = false;
-        sys::umount_detach(&self.target_c).map_err(|e| LaunchError::Sys { what: "unmount overlay", source: e.io() })
+        sys::umount_detach(&self.target_c).map_err(|e| LaunchError::Sys {
+            what: "unmount overlay",
+            source: e.io(),
+        })
     }
 }
 

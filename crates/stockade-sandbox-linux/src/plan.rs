@@ -24,7 +24,11 @@ pub(crate) enum Step {
     /// Make every mount private so nothing propagates back to the host.
     MakeRootPrivate,
     /// Mount a tmpfs.
-    Tmpfs { target: CString, flags: libc::c_ulong, data: CString },
+    Tmpfs {
+        target: CString,
+        flags: libc::c_ulong,
+        data: CString,
+    },
     /// Create a directory (an existing one is fine).
     Mkdir { path: CString, optional: bool },
     /// Create an empty file to bind a file onto.
@@ -34,7 +38,12 @@ pub(crate) enum Step {
     /// Write a synthesized file.
     WriteFile { path: CString, contents: Vec<u8> },
     /// Recursive bind mount, then `mount_setattr` with `attr` over the whole subtree.
-    Bind { src: CString, dst: CString, attr: u64, optional: bool },
+    Bind {
+        src: CString,
+        dst: CString,
+        attr: u64,
+        optional: bool,
+    },
     /// A fresh procfs for the new PID namespace.
     Proc { target: CString },
     /// A private devpts instance.
@@ -46,13 +55,20 @@ pub(crate) enum Step {
     /// Final pivot into the assembled root and lazy detach of everything else.
     PivotFinal { new_root: CString },
     /// Add mount attributes to an existing mount.
-    SetAttr { path: CString, attr: u64, recursive: bool },
+    SetAttr {
+        path: CString,
+        attr: u64,
+        recursive: bool,
+    },
 }
 
 impl Step {
     /// A missing source for this step is not an error.
     pub(crate) fn optional(&self) -> bool {
-        matches!(self, Step::Bind { optional: true, .. } | Step::Mkdir { optional: true, .. })
+        matches!(
+            self,
+            Step::Bind { optional: true, .. } | Step::Mkdir { optional: true, .. }
+        )
     }
 
     /// Human description for error messages (parent side).
@@ -171,7 +187,8 @@ impl SetupFailure {
 }
 
 pub(crate) fn cstr(bytes: &[u8]) -> Result<CString, LaunchError> {
-    CString::new(bytes).map_err(|_| LaunchError::InvalidSpec("a path or string contains a NUL byte".into()))
+    CString::new(bytes)
+        .map_err(|_| LaunchError::InvalidSpec("a path or string contains a NUL byte".into()))
 }
 
 fn under(prefix: &str, p: &Path) -> Result<CString, LaunchError> {
@@ -181,7 +198,9 @@ fn under(prefix: &str, p: &Path) -> Result<CString, LaunchError> {
 }
 
 /// Directories a program needs, bound read-only when present on the host.
-const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 
 /// `/etc` entries bound read-only when present (never `shadow`, `gshadow`, credentials).
 const ETC_ENTRIES: &[&str] = &[
@@ -221,7 +240,10 @@ fn mkdir_chain(steps: &mut Vec<Step>, root: &str, p: &Path) -> Result<(), Launch
     for c in p.components() {
         if let Component::Normal(n) = c {
             acc.push(n);
-            steps.push(Step::Mkdir { path: under(root, &acc)?, optional: false });
+            steps.push(Step::Mkdir {
+                path: under(root, &acc)?,
+                optional: false,
+            });
         }
     }
     Ok(())
@@ -255,15 +277,28 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
     let mut steps = Vec::with_capacity(96);
     let nosuid_nodev = (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong;
     steps.push(Step::MakeRootPrivate);
-    steps.push(Step::Tmpfs { target: cstr(b"/tmp")?, flags: nosuid_nodev, data: cstr(b"mode=0755,size=64k")? });
-    steps.push(Step::Mkdir { path: cstr(b"/tmp/newroot")?, optional: false });
-    steps.push(Step::Mkdir { path: cstr(b"/tmp/oldroot")?, optional: false });
+    steps.push(Step::Tmpfs {
+        target: cstr(b"/tmp")?,
+        flags: nosuid_nodev,
+        data: cstr(b"mode=0755,size=64k")?,
+    });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/tmp/newroot")?,
+        optional: false,
+    });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/tmp/oldroot")?,
+        optional: false,
+    });
     steps.push(Step::Tmpfs {
         target: cstr(b"/tmp/newroot")?,
         flags: nosuid_nodev,
         data: cstr(b"mode=0755,size=1m")?,
     });
-    steps.push(Step::PivotStaging { new_root: cstr(b"/tmp")?, put_old: cstr(b"/tmp/oldroot")? });
+    steps.push(Step::PivotStaging {
+        new_root: cstr(b"/tmp")?,
+        put_old: cstr(b"/tmp/oldroot")?,
+    });
 
     // System directories: symlinks stay symlinks (merged /usr), directories are bound read-only.
     for d in SYSTEM_DIRS {
@@ -278,7 +313,10 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
                 });
             }
             Ok(m) if m.is_dir() => {
-                steps.push(Step::Mkdir { path: under("/newroot", p)?, optional: false });
+                steps.push(Step::Mkdir {
+                    path: under("/newroot", p)?,
+                    optional: false,
+                });
                 steps.push(Step::Bind {
                     src: under("/oldroot", p)?,
                     dst: under("/newroot", p)?,
@@ -291,15 +329,28 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
     }
 
     // /etc: synthesized identity files plus a few read-only entries.
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/etc")?, optional: false });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/etc")?,
+        optional: false,
+    });
     let (pw, gr) = passwd(uid, gid, SANDBOX_HOME);
-    steps.push(Step::WriteFile { path: cstr(b"/newroot/etc/passwd")?, contents: pw });
-    steps.push(Step::WriteFile { path: cstr(b"/newroot/etc/group")?, contents: gr });
+    steps.push(Step::WriteFile {
+        path: cstr(b"/newroot/etc/passwd")?,
+        contents: pw,
+    });
+    steps.push(Step::WriteFile {
+        path: cstr(b"/newroot/etc/group")?,
+        contents: gr,
+    });
     steps.push(Step::WriteFile {
         path: cstr(b"/newroot/etc/hosts")?,
-        contents: b"127.0.0.1\tlocalhost stockade\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_vec(),
+        contents: b"127.0.0.1\tlocalhost stockade\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+            .to_vec(),
     });
-    steps.push(Step::WriteFile { path: cstr(b"/newroot/etc/hostname")?, contents: b"stockade\n".to_vec() });
+    steps.push(Step::WriteFile {
+        path: cstr(b"/newroot/etc/hostname")?,
+        contents: b"stockade\n".to_vec(),
+    });
     steps.push(Step::WriteFile {
         path: cstr(b"/newroot/etc/nsswitch.conf")?,
         contents: b"passwd: files\ngroup: files\nhosts: files\n".to_vec(),
@@ -310,13 +361,21 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
             Ok(m) if m.file_type().is_symlink() => {
                 let target = std::fs::read_link(p)
                     .map_err(|err| LaunchError::Host(format!("readlink {e}: {err}")))?;
-                steps.push(Step::Symlink { target: cstr(target.as_os_str().as_bytes())?, link: under("/newroot", p)? });
+                steps.push(Step::Symlink {
+                    target: cstr(target.as_os_str().as_bytes())?,
+                    link: under("/newroot", p)?,
+                });
             }
             Ok(m) => {
                 if m.is_dir() {
-                    steps.push(Step::Mkdir { path: under("/newroot", p)?, optional: false });
+                    steps.push(Step::Mkdir {
+                        path: under("/newroot", p)?,
+                        optional: false,
+                    });
                 } else {
-                    steps.push(Step::Touch { path: under("/newroot", p)? });
+                    steps.push(Step::Touch {
+                        path: under("/newroot", p)?,
+                    });
                 }
                 steps.push(Step::Bind {
                     src: under("/oldroot", p)?,
@@ -330,11 +389,21 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
     }
 
     // /proc for the new PID namespace, with the global knobs read-only or masked.
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/proc")?, optional: false });
-    steps.push(Step::Proc { target: cstr(b"/newroot/proc")? });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/proc")?,
+        optional: false,
+    });
+    steps.push(Step::Proc {
+        target: cstr(b"/newroot/proc")?,
+    });
     for e in PROC_READONLY {
         let p = under("/newroot/proc/", Path::new(e))?;
-        steps.push(Step::Bind { src: p.clone(), dst: p, attr: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC, optional: true });
+        steps.push(Step::Bind {
+            src: p.clone(),
+            dst: p,
+            attr: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
+            optional: true,
+        });
     }
     for e in PROC_MASKED {
         steps.push(Step::Bind {
@@ -346,7 +415,10 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
     }
 
     // Minimal /dev.
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/dev")?, optional: false });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/dev")?,
+        optional: false,
+    });
     steps.push(Step::Tmpfs {
         target: cstr(b"/newroot/dev")?,
         flags: (libc::MS_NOSUID | libc::MS_NOEXEC) as libc::c_ulong,
@@ -362,10 +434,21 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
             optional: false,
         });
     }
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/dev/pts")?, optional: false });
-    steps.push(Step::Devpts { target: cstr(b"/newroot/dev/pts")? });
-    steps.push(Step::Symlink { target: cstr(b"pts/ptmx")?, link: cstr(b"/newroot/dev/ptmx")? });
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/dev/shm")?, optional: false });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/dev/pts")?,
+        optional: false,
+    });
+    steps.push(Step::Devpts {
+        target: cstr(b"/newroot/dev/pts")?,
+    });
+    steps.push(Step::Symlink {
+        target: cstr(b"pts/ptmx")?,
+        link: cstr(b"/newroot/dev/ptmx")?,
+    });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/dev/shm")?,
+        optional: false,
+    });
     match &spec.tmp {
         // With a caller-supplied /tmp (the size-limited writable area, ADR 0020), POSIX shared
         // memory lands in the same directory, so one ceiling bounds every writable place.
@@ -387,11 +470,17 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ] {
-        steps.push(Step::Symlink { target: cstr(target.as_bytes())?, link: under("/newroot/dev/", Path::new(name))? });
+        steps.push(Step::Symlink {
+            target: cstr(target.as_bytes())?,
+            link: under("/newroot/dev/", Path::new(name))?,
+        });
     }
 
     // Private /tmp (fresh tmpfs, or a caller-supplied host directory such as a size-limited area).
-    steps.push(Step::Mkdir { path: cstr(b"/newroot/tmp")?, optional: false });
+    steps.push(Step::Mkdir {
+        path: cstr(b"/newroot/tmp")?,
+        optional: false,
+    });
     match &spec.tmp {
         TmpDir::Private => steps.push(Step::Tmpfs {
             target: cstr(b"/newroot/tmp")?,
@@ -405,7 +494,10 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
             optional: false,
         }),
     }
-    steps.push(Step::Mkdir { path: under("/newroot", Path::new(SANDBOX_HOME))?, optional: false });
+    steps.push(Step::Mkdir {
+        path: under("/newroot", Path::new(SANDBOX_HOME))?,
+        optional: false,
+    });
 
     // Caller binds, parents before children.
     let ws_inside = spec.workspace_inside().to_path_buf();
@@ -426,7 +518,9 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
             if let Some(parent) = inside.parent() {
                 mkdir_chain(&mut steps, "/newroot", parent)?;
             }
-            steps.push(Step::Touch { path: under("/newroot", inside)? });
+            steps.push(Step::Touch {
+                path: under("/newroot", inside)?,
+            });
         }
         let dst = under("/newroot", inside)?;
         if *rw {
@@ -437,7 +531,9 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
                     attr: ATTR_NOSUID | ATTR_NODEV,
                     optional: false,
                 }),
-                WorkspaceView::Overlay { lower, upper, work, .. } => {
+                WorkspaceView::Overlay {
+                    lower, upper, work, ..
+                } => {
                     let mut data = Vec::new();
                     data.extend_from_slice(b"lowerdir=/oldroot");
                     data.extend_from_slice(&escape_overlay(lower));
@@ -446,7 +542,10 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
                     data.extend_from_slice(b",workdir=/oldroot");
                     data.extend_from_slice(&escape_overlay(work));
                     data.extend_from_slice(b",userxattr");
-                    steps.push(Step::Overlay { target: dst, data: cstr(&data)? });
+                    steps.push(Step::Overlay {
+                        target: dst,
+                        data: cstr(&data)?,
+                    });
                 }
             }
         } else if let Some(src) = src {
@@ -459,10 +558,20 @@ pub(crate) fn build(spec: &LaunchSpec, uid: u32, gid: u32) -> Result<MountPlan, 
         }
     }
 
-    steps.push(Step::PivotFinal { new_root: cstr(b"/newroot")? });
-    steps.push(Step::SetAttr { path: cstr(b"/")?, attr: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV, recursive: false });
+    steps.push(Step::PivotFinal {
+        new_root: cstr(b"/newroot")?,
+    });
+    steps.push(Step::SetAttr {
+        path: cstr(b"/")?,
+        attr: ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV,
+        recursive: false,
+    });
 
-    Ok(MountPlan { steps, ro_inside: spec.ro_paths.clone(), workspace_inside: ws_inside })
+    Ok(MountPlan {
+        steps,
+        ro_inside: spec.ro_paths.clone(),
+        workspace_inside: ws_inside,
+    })
 }
 
 /// Overlay options separate with `,` and `:`; escape them with a backslash.
@@ -483,7 +592,11 @@ mod tests {
 
     #[test]
     fn failure_round_trips() {
-        let f = SetupFailure { stage: Stage::Landlock, index: 7, errno: libc::EPERM };
+        let f = SetupFailure {
+            stage: Stage::Landlock,
+            index: 7,
+            errno: libc::EPERM,
+        };
         assert_eq!(SetupFailure::decode(&f.encode()), Some(f));
         assert_eq!(SetupFailure::decode(&[0u8; 12]), None);
     }

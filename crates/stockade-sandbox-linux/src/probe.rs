@@ -12,10 +12,12 @@ use std::net::{IpAddr, TcpListener, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, OnceLock};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use stockade_capabilities::{BackendIdentity, HostFacts, Protection, ProtectionStatus, SandboxCapabilities};
+use stockade_capabilities::{
+    BackendIdentity, HostFacts, Protection, ProtectionStatus, SandboxCapabilities,
+};
 
 use crate::landlock::LandlockSupport;
 use crate::spec::{LaunchSpec, Stdio};
@@ -63,10 +65,14 @@ pub fn probe_isolation() -> ProbeOutcome {
 }
 
 fn host_facts() -> HostFacts {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
     let abi = LandlockSupport::detect().abi;
     let cgroup = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-        && std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").is_ok_and(|s| s.contains("memory"))
+        && std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|s| s.contains("memory"))
     {
         stockade_capabilities::CgroupVersion::V2
     } else if Path::new("/sys/fs/cgroup/memory").is_dir() {
@@ -74,7 +80,11 @@ fn host_facts() -> HostFacts {
     } else {
         stockade_capabilities::CgroupVersion::None
     };
-    HostFacts { kernel, landlock_abi: u32::try_from(abi).ok().filter(|v| *v > 0), cgroup }
+    HostFacts {
+        kernel,
+        landlock_abi: u32::try_from(abi).ok().filter(|v| *v > 0),
+        cgroup,
+    }
 }
 
 fn identity() -> BackendIdentity {
@@ -82,7 +92,10 @@ fn identity() -> BackendIdentity {
 }
 
 fn unavailable(reason: impl Into<String>, remedy: impl Into<String>) -> ProtectionStatus {
-    ProtectionStatus::Unavailable { reason: reason.into(), remedy: remedy.into() }
+    ProtectionStatus::Unavailable {
+        reason: reason.into(),
+        remedy: remedy.into(),
+    }
 }
 
 /// Resource ceilings (issue 4): each of cpu, memory, pids and writable-disk is attested only
@@ -101,10 +114,16 @@ fn resource_ceilings(caps: &mut SandboxCapabilities, checks: &mut Vec<(String, b
     for (p, s) in att.statuses {
         caps.set(p, s);
     }
-    let tree = match (caps.status(Protection::ProcessTree).clone(), att.process_tree) {
-        (ProtectionStatus::Enforced { evidence: a }, ProtectionStatus::Enforced { evidence: b }) => {
-            ProtectionStatus::Enforced { evidence: format!("{a}; {b}") }
-        }
+    let tree = match (
+        caps.status(Protection::ProcessTree).clone(),
+        att.process_tree,
+    ) {
+        (
+            ProtectionStatus::Enforced { evidence: a },
+            ProtectionStatus::Enforced { evidence: b },
+        ) => ProtectionStatus::Enforced {
+            evidence: format!("{a}; {b}"),
+        },
         (s @ ProtectionStatus::Unavailable { .. }, _) | (s @ ProtectionStatus::Unknown, _) => s,
         (_, s) => s,
     };
@@ -116,7 +135,10 @@ fn failed_outcome(reason: &str) -> ProbeOutcome {
     for p in Protection::ALL {
         caps.set(p, unavailable(reason, p.default_remedy()));
     }
-    ProbeOutcome { capabilities: caps, checks: vec![format!("probe FAIL {reason}")] }
+    ProbeOutcome {
+        capabilities: caps,
+        checks: vec![format!("probe FAIL {reason}")],
+    }
 }
 
 /// A directory removed on drop.
@@ -124,8 +146,14 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> std::io::Result<Self> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let p = std::env::temp_dir().join(format!("stockade-probe-{tag}-{}-{nanos:x}", std::process::id()));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p = std::env::temp_dir().join(format!(
+            "stockade-probe-{tag}-{}-{nanos:x}",
+            std::process::id()
+        ));
         std::fs::create_dir(&p)?;
         Ok(TempDir(p))
     }
@@ -180,7 +208,13 @@ impl Bait {
                     (name, l)
                 })
         };
-        Ok(Bait { tcp_loopback, tcp_host, udp_loopback, udp_host, abstract_listener })
+        Ok(Bait {
+            tcp_loopback,
+            tcp_host,
+            udp_loopback,
+            udp_host,
+            abstract_listener,
+        })
     }
 
     /// Host-side judgement: nothing may have arrived.
@@ -191,26 +225,53 @@ impl Bait {
             let mut b = [0u8; 64];
             matches!(u.recv_from(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
         };
-        push("net", tcp(&self.tcp_loopback), "host loopback tcp listener saw no connection".into());
+        push(
+            "net",
+            tcp(&self.tcp_loopback),
+            "host loopback tcp listener saw no connection".into(),
+        );
         if let Some(l) = &self.tcp_host {
-            push("net", tcp(l), "host-address tcp listener saw no connection".into());
+            push(
+                "net",
+                tcp(l),
+                "host-address tcp listener saw no connection".into(),
+            );
         }
-        push("net", udp(&self.udp_loopback), "host loopback udp socket received nothing".into());
+        push(
+            "net",
+            udp(&self.udp_loopback),
+            "host loopback udp socket received nothing".into(),
+        );
         if let Some(u) = &self.udp_host {
-            push("net", udp(u), "host-address udp socket received nothing".into());
+            push(
+                "net",
+                udp(u),
+                "host-address udp socket received nothing".into(),
+            );
         }
         if let Some((_, l)) = &self.abstract_listener {
             let ok = matches!(l.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-            push("cred", ok, "host abstract unix listener saw no connection".into());
+            push(
+                "cred",
+                ok,
+                "host abstract unix listener saw no connection".into(),
+            );
         }
     }
 }
 
 fn children_of(pid: i32, out: &mut Vec<(i32, String)>) {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
     for t in tasks.flatten() {
-        let Ok(list) = std::fs::read_to_string(t.path().join("children")) else { continue };
-        for c in list.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+        let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        for c in list
+            .split_whitespace()
+            .filter_map(|c| c.parse::<i32>().ok())
+        {
             let start = start_time(c).unwrap_or_default();
             out.push((c, start));
             children_of(c, out);
@@ -251,7 +312,8 @@ fn serve_gateway_probe(
             }
         };
         conn.set_nonblocking(false).map_err(|e| e.to_string())?;
-        conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
         let mut buf = [0u8; 5];
         std::io::Read::read_exact(&mut conn, &mut buf).map_err(|e| e.to_string())?;
         if &buf != b"ping\n" {
@@ -270,11 +332,16 @@ pub fn probe_with(canary: &Path) -> ProbeOutcome {
 }
 
 fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
-    let canary = std::fs::canonicalize(canary).map_err(|e| format!("canary {}: {e}", canary.display()))?;
+    let canary =
+        std::fs::canonicalize(canary).map_err(|e| format!("canary {}: {e}", canary.display()))?;
     let secret_dir = TempDir::new("secret").map_err(|e| format!("temp dir: {e}"))?;
     let ws = TempDir::new("ws").map_err(|e| format!("temp dir: {e}"))?;
     let secret = secret_dir.0.join("secret");
-    std::fs::write(&secret, format!("stockade-probe-secret-{}", std::process::id())).map_err(|e| format!("plant secret: {e}"))?;
+    std::fs::write(
+        &secret,
+        format!("stockade-probe-secret-{}", std::process::id()),
+    )
+    .map_err(|e| format!("plant secret: {e}"))?;
     let bait = Bait::new().map_err(|e| format!("host bait listeners: {e}"))?;
     let ll = LandlockSupport::detect();
     let host_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
@@ -286,18 +353,39 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     kv("workspace", ws.0.display().to_string());
     kv("host_home", host_home);
     kv("env", "PATH,HOME".into());
-    kv("tcp_loopback", bait.tcp_loopback.local_addr().map(|a| a.to_string()).unwrap_or_default());
+    kv(
+        "tcp_loopback",
+        bait.tcp_loopback
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+    );
     if let Some(l) = &bait.tcp_host {
-        kv("tcp_host", l.local_addr().map(|a| a.to_string()).unwrap_or_default());
+        kv(
+            "tcp_host",
+            l.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        );
     }
-    kv("udp_loopback", bait.udp_loopback.local_addr().map(|a| a.to_string()).unwrap_or_default());
+    kv(
+        "udp_loopback",
+        bait.udp_loopback
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+    );
     if let Some(u) = &bait.udp_host {
-        kv("udp_host", u.local_addr().map(|a| a.to_string()).unwrap_or_default());
+        kv(
+            "udp_host",
+            u.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        );
     }
     if let Some((name, _)) = &bait.abstract_listener {
         kv("abstract", name.clone());
     }
-    kv("landlock_tcp", if ll.tcp() { "1".into() } else { "0".into() });
+    kv(
+        "landlock_tcp",
+        if ll.tcp() { "1".into() } else { "0".into() },
+    );
     kv("tree", "1".into());
     kv("gateway", GATEWAY_PROBE_PORT.to_string());
 
@@ -316,9 +404,11 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
         });
     spec.setup_timeout = Duration::from_secs(10);
     let started = Instant::now();
-    let mut worker = crate::launch(spec).map_err(|e| format!("cannot start the canary sandbox: {e}"))?;
+    let mut worker =
+        crate::launch(spec).map_err(|e| format!("cannot start the canary sandbox: {e}"))?;
     // The gateway half: serve the in-sandbox listener from the host, as the gateway would.
-    let gateway_served = serve_gateway_probe(worker.take_listeners(), started + Duration::from_secs(20));
+    let gateway_served =
+        serve_gateway_probe(worker.take_listeners(), started + Duration::from_secs(20));
 
     // Read the canary's report in a helper thread so every wait is bounded.
     let (tx, rx) = mpsc::channel::<String>();
@@ -384,13 +474,29 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
         ),
     ));
     if !ready {
-        checks.push(("probe".into(), false, "canary did not finish its checks within 20s".into()));
+        checks.push((
+            "probe".into(),
+            false,
+            "canary did not finish its checks within 20s".into(),
+        ));
     }
     bait.judge(&mut checks);
     match gateway_served.join() {
-        Ok(Ok(())) => checks.push(("gateway".into(), true, "host side served the in-sandbox listener".into())),
-        Ok(Err(e)) => checks.push(("gateway".into(), false, format!("host side could not serve the in-sandbox listener: {e}"))),
-        Err(_) => checks.push(("gateway".into(), false, "gateway probe thread panicked".into())),
+        Ok(Ok(())) => checks.push((
+            "gateway".into(),
+            true,
+            "host side served the in-sandbox listener".into(),
+        )),
+        Ok(Err(e)) => checks.push((
+            "gateway".into(),
+            false,
+            format!("host side could not serve the in-sandbox listener: {e}"),
+        )),
+        Err(_) => checks.push((
+            "gateway".into(),
+            false,
+            "gateway probe thread panicked".into(),
+        )),
     }
     let wrote = secret_dir.0.join("written-from-sandbox").exists();
     checks.push(("fs".into(), !wrote, "host secret dir unchanged".into()));
@@ -398,7 +504,11 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     Ok(assemble(checks, ll, ceilings))
 }
 
-fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilings: bool) -> ProbeOutcome {
+fn assemble(
+    mut checks: Vec<(String, bool, String)>,
+    ll: LandlockSupport,
+    ceilings: bool,
+) -> ProbeOutcome {
     let mut by_area: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
     let mut total: BTreeMap<&str, usize> = BTreeMap::new();
     for (area, ok, detail) in &checks {
@@ -415,18 +525,33 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilin
         let n = total.get(area).copied().unwrap_or(0);
         match by_area.get(area) {
             Some((passed, failed)) if failed.is_empty() && n > 0 && !probe_failed => {
-                ProtectionStatus::Enforced { evidence: format!("canary in a live sandbox: {passed}/{n} {what} checks held") }
+                ProtectionStatus::Enforced {
+                    evidence: format!("canary in a live sandbox: {passed}/{n} {what} checks held"),
+                }
             }
-            Some((_, failed)) if !failed.is_empty() => unavailable(format!("self-test failed: {}", failed.join("; ")), remedy),
+            Some((_, failed)) if !failed.is_empty() => {
+                unavailable(format!("self-test failed: {}", failed.join("; ")), remedy)
+            }
             _ => unavailable("self-test did not run to completion", remedy),
         }
     };
     let mut caps = SandboxCapabilities::new(identity(), host_facts());
     caps.set(
         Protection::FilesystemIsolation,
-        status("fs", "filesystem", Protection::FilesystemIsolation.default_remedy()),
+        status(
+            "fs",
+            "filesystem",
+            Protection::FilesystemIsolation.default_remedy(),
+        ),
     );
-    let cred = match (status("cred", "credential", Protection::CredentialIsolation.default_remedy()), caps.status(Protection::FilesystemIsolation).is_enforced()) {
+    let cred = match (
+        status(
+            "cred",
+            "credential",
+            Protection::CredentialIsolation.default_remedy(),
+        ),
+        caps.status(Protection::FilesystemIsolation).is_enforced(),
+    ) {
         (s @ ProtectionStatus::Enforced { .. }, true) => s,
         (ProtectionStatus::Enforced { .. }, false) => unavailable(
             "credential isolation depends on filesystem isolation, which is not proven",
@@ -435,14 +560,29 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilin
         (s, _) => s,
     };
     caps.set(Protection::CredentialIsolation, cred);
-    let net = status("net", "network", Protection::NetworkEnforcement.default_remedy());
+    let net = status(
+        "net",
+        "network",
+        Protection::NetworkEnforcement.default_remedy(),
+    );
     caps.set(Protection::NetworkEnforcement, net.clone());
     caps.set(Protection::NetworkDenyAll, net);
-    let gateway = match (status("gateway", "gateway-listener", Protection::NetworkGatewayOrigins.default_remedy()), caps.is_enforced(Protection::NetworkEnforcement)) {
+    let gateway = match (
+        status(
+            "gateway",
+            "gateway-listener",
+            Protection::NetworkGatewayOrigins.default_remedy(),
+        ),
+        caps.is_enforced(Protection::NetworkEnforcement),
+    ) {
         (ProtectionStatus::Enforced { evidence }, true) => ProtectionStatus::Enforced {
             evidence: format!(
                 "{evidence}: a listener created inside the sandbox network namespace was served from the host and reached by the canary, while direct tcp, udp and dns stayed denied{}",
-                if ll.tcp() { " and landlock limited tcp connect to the listener ports" } else { "" }
+                if ll.tcp() {
+                    " and landlock limited tcp connect to the listener ports"
+                } else {
+                    ""
+                }
             ),
         },
         (ProtectionStatus::Enforced { .. }, false) => unavailable(
@@ -452,27 +592,56 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilin
         (s, _) => s,
     };
     caps.set(Protection::NetworkGatewayOrigins, gateway);
-    caps.set(Protection::SeccompFilter, status("seccomp", "seccomp", Protection::SeccompFilter.default_remedy()));
-    caps.set(Protection::NoNewPrivs, status("nnp", "no_new_privs and capability", Protection::NoNewPrivs.default_remedy()));
+    caps.set(
+        Protection::SeccompFilter,
+        status(
+            "seccomp",
+            "seccomp",
+            Protection::SeccompFilter.default_remedy(),
+        ),
+    );
+    caps.set(
+        Protection::NoNewPrivs,
+        status(
+            "nnp",
+            "no_new_privs and capability",
+            Protection::NoNewPrivs.default_remedy(),
+        ),
+    );
     let landlock = if ll.fs() {
-        match status("landlock", "landlock", Protection::Landlock.default_remedy()) {
+        match status(
+            "landlock",
+            "landlock",
+            Protection::Landlock.default_remedy(),
+        ) {
             ProtectionStatus::Enforced { evidence } => ProtectionStatus::Enforced {
                 evidence: format!(
                     "{evidence} (abi {}: filesystem{}{})",
                     ll.abi,
                     if ll.tcp() { ", tcp connect" } else { "" },
-                    if ll.scopes() { ", abstract-unix and signal scopes" } else { "" }
+                    if ll.scopes() {
+                        ", abstract-unix and signal scopes"
+                    } else {
+                        ""
+                    }
                 ),
             },
             s => s,
         }
     } else {
-        unavailable("the kernel offers no landlock abi", Protection::Landlock.default_remedy())
+        unavailable(
+            "the kernel offers no landlock abi",
+            Protection::Landlock.default_remedy(),
+        )
     };
     caps.set(Protection::Landlock, landlock);
     caps.set(
         Protection::ProcessTree,
-        match status("tree", "process-tree", Protection::ProcessTree.default_remedy()) {
+        match status(
+            "tree",
+            "process-tree",
+            Protection::ProcessTree.default_remedy(),
+        ) {
             ProtectionStatus::Enforced { .. } => ProtectionStatus::Enforced {
                 evidence: checks
                     .iter()
@@ -486,18 +655,35 @@ fn assemble(mut checks: Vec<(String, bool, String)>, ll: LandlockSupport, ceilin
     );
     caps.set(
         Protection::IsolatedInputMount,
-        unavailable("isolated input mounts are not implemented by this backend", Protection::IsolatedInputMount.default_remedy()),
+        unavailable(
+            "isolated input mounts are not implemented by this backend",
+            Protection::IsolatedInputMount.default_remedy(),
+        ),
     );
     if ceilings {
         resource_ceilings(&mut caps, &mut checks);
     } else {
-        for p in [Protection::Cpu, Protection::Memory, Protection::WritableDisk, Protection::Pids] {
-            caps.set(p, unavailable("not probed: this caller requested no resource ceiling", p.default_remedy()));
+        for p in [
+            Protection::Cpu,
+            Protection::Memory,
+            Protection::WritableDisk,
+            Protection::Pids,
+        ] {
+            caps.set(
+                p,
+                unavailable(
+                    "not probed: this caller requested no resource ceiling",
+                    p.default_remedy(),
+                ),
+            );
         }
     }
     let lines = checks
         .iter()
         .map(|(a, ok, d)| format!("{a} {} {d}", if *ok { "PASS" } else { "FAIL" }))
         .collect();
-    ProbeOutcome { capabilities: caps, checks: lines }
+    ProbeOutcome {
+        capabilities: caps,
+        checks: lines,
+    }
 }

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond,
-    SeccompFilter, SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
 /// Why a rule is in the filter (for the listing and docs).
@@ -109,20 +109,38 @@ fn rules() -> Result<(RuleMap, Vec<RuleDoc>), seccompiler::BackendError> {
     let mut docs = Vec::new();
     for (name, nr) in always_denied() {
         map.insert(nr, vec![]);
-        docs.push(RuleDoc { syscall: name, when: "always".into(), errno: "EPERM" });
+        docs.push(RuleDoc {
+            syscall: name,
+            when: "always".into(),
+            errno: "EPERM",
+        });
     }
     // Terminal injection: exact 32-bit comparison of the ioctl request (the kernel reads an
     // unsigned int, so a 64-bit compare could be bypassed with high bits set).
     let mut ioctl = Vec::new();
     for (n, v) in [("TIOCSTI", libc::TIOCSTI), ("TIOCLINUX", libc::TIOCLINUX)] {
         ioctl.push(SeccompRule::new(vec![dword(1, Op::Eq, v)?])?);
-        docs.push(RuleDoc { syscall: "ioctl", when: format!("request == {n} ({v:#x})"), errno: "EPERM" });
+        docs.push(RuleDoc {
+            syscall: "ioctl",
+            when: format!("request == {n} ({v:#x})"),
+            errno: "EPERM",
+        });
     }
     map.insert(libc::SYS_ioctl, ioctl);
     // Socket families other than unix, inet, inet6 (exact comparisons on the int domain).
-    let allowed = [libc::AF_UNIX as u64, libc::AF_INET as u64, libc::AF_INET6 as u64];
-    for (name, nr) in [("socket", libc::SYS_socket), ("socketpair", libc::SYS_socketpair)] {
-        let conds = allowed.iter().map(|&f| dword(0, Op::Ne, f)).collect::<Result<Vec<_>, _>>()?;
+    let allowed = [
+        libc::AF_UNIX as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+    ];
+    for (name, nr) in [
+        ("socket", libc::SYS_socket),
+        ("socketpair", libc::SYS_socketpair),
+    ] {
+        let conds = allowed
+            .iter()
+            .map(|&f| dword(0, Op::Ne, f))
+            .collect::<Result<Vec<_>, _>>()?;
         map.insert(nr, vec![SeccompRule::new(conds)?]);
         docs.push(RuleDoc {
             syscall: name,
@@ -133,20 +151,54 @@ fn rules() -> Result<(RuleMap, Vec<RuleDoc>), seccompiler::BackendError> {
     // personality: only queries (0xffffffff) and PER_LINUX (0) pass.
     map.insert(
         libc::SYS_personality,
-        vec![SeccompRule::new(vec![dword(0, Op::Ne, 0)?, dword(0, Op::Ne, 0xffff_ffff)?])?],
+        vec![SeccompRule::new(vec![
+            dword(0, Op::Ne, 0)?,
+            dword(0, Op::Ne, 0xffff_ffff)?,
+        ])?],
     );
-    docs.push(RuleDoc { syscall: "personality", when: "persona not in {PER_LINUX, query}".into(), errno: "EPERM" });
+    docs.push(RuleDoc {
+        syscall: "personality",
+        when: "persona not in {PER_LINUX, query}".into(),
+        errno: "EPERM",
+    });
     // Namespace creation (nested user namespaces and friends).
     let mut clone_rules = Vec::new();
     let mut unshare_rules = Vec::new();
     for (n, bit) in NS_FLAGS {
-        clone_rules.push(SeccompRule::new(vec![Cond::new(0, Len::Qword, Op::MaskedEq(*bit), *bit)?])?);
-        unshare_rules.push(SeccompRule::new(vec![Cond::new(0, Len::Qword, Op::MaskedEq(*bit), *bit)?])?);
-        docs.push(RuleDoc { syscall: "clone", when: format!("flags has {n}"), errno: "EPERM" });
-        docs.push(RuleDoc { syscall: "unshare", when: format!("flags has {n}"), errno: "EPERM" });
+        clone_rules.push(SeccompRule::new(vec![Cond::new(
+            0,
+            Len::Qword,
+            Op::MaskedEq(*bit),
+            *bit,
+        )?])?);
+        unshare_rules.push(SeccompRule::new(vec![Cond::new(
+            0,
+            Len::Qword,
+            Op::MaskedEq(*bit),
+            *bit,
+        )?])?);
+        docs.push(RuleDoc {
+            syscall: "clone",
+            when: format!("flags has {n}"),
+            errno: "EPERM",
+        });
+        docs.push(RuleDoc {
+            syscall: "unshare",
+            when: format!("flags has {n}"),
+            errno: "EPERM",
+        });
     }
-    unshare_rules.push(SeccompRule::new(vec![Cond::new(0, Len::Qword, Op::MaskedEq(CLONE_NEWTIME), CLONE_NEWTIME)?])?);
-    docs.push(RuleDoc { syscall: "unshare", when: "flags has CLONE_NEWTIME".into(), errno: "EPERM" });
+    unshare_rules.push(SeccompRule::new(vec![Cond::new(
+        0,
+        Len::Qword,
+        Op::MaskedEq(CLONE_NEWTIME),
+        CLONE_NEWTIME,
+    )?])?);
+    docs.push(RuleDoc {
+        syscall: "unshare",
+        when: "flags has CLONE_NEWTIME".into(),
+        errno: "EPERM",
+    });
     map.insert(libc::SYS_clone, clone_rules);
     map.insert(libc::SYS_unshare, unshare_rules);
     docs.sort_by(|a, b| (a.syscall, &a.when).cmp(&(b.syscall, &b.when)));
@@ -168,10 +220,22 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SeccompBuildError> {
         TargetArch::x86_64,
     )
     .map_err(|e| SeccompBuildError(e.to_string()))?;
-    let bpf: BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| SeccompBuildError(e.to_string()))?;
+    let bpf: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| SeccompBuildError(e.to_string()))?;
     let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
-    let stmt = |code: u32, k: u32| libc::sock_filter { code: code as u16, jt: 0, jf: 0, k };
-    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter { code: code as u16, jt, jf, k };
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
     let mut out = vec![
         // A = seccomp_data.nr
         stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
@@ -179,18 +243,42 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SeccompBuildError> {
         jump(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K, X32_BIT, 0, 1),
         stmt(libc::BPF_RET | libc::BPF_K, errno(libc::ENOSYS)),
         // clone3 passes flags in memory the filter cannot read: make libc fall back to clone.
-        jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_clone3 as u32, 0, 1),
+        jump(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            libc::SYS_clone3 as u32,
+            0,
+            1,
+        ),
         stmt(libc::BPF_RET | libc::BPF_K, errno(libc::ENOSYS)),
     ];
-    out.extend(bpf.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }));
+    out.extend(bpf.into_iter().map(|i| libc::sock_filter {
+        code: i.code,
+        jt: i.jt,
+        jf: i.jf,
+        k: i.k,
+    }));
     Ok(out)
 }
 
 /// The rule listing (stable, sorted): what the filter refuses and how.
 pub fn listing() -> Result<Vec<RuleDoc>, SeccompBuildError> {
     let (_, mut docs) = rules().map_err(|e| SeccompBuildError(e.to_string()))?;
-    docs.insert(0, RuleDoc { syscall: "clone3", when: "always".into(), errno: "ENOSYS" });
-    docs.insert(0, RuleDoc { syscall: "<x32 abi>", when: "nr & 0x40000000".into(), errno: "ENOSYS" });
+    docs.insert(
+        0,
+        RuleDoc {
+            syscall: "clone3",
+            when: "always".into(),
+            errno: "ENOSYS",
+        },
+    );
+    docs.insert(
+        0,
+        RuleDoc {
+            syscall: "<x32 abi>",
+            when: "nr & 0x40000000".into(),
+            errno: "ENOSYS",
+        },
+    );
     Ok(docs)
 }
 

@@ -102,7 +102,10 @@ impl std::fmt::Debug for LaunchSpec {
         f.debug_struct("LaunchSpec")
             .field("program", &self.program)
             .field("args", &self.args)
-            .field("env_names", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field(
+                "env_names",
+                &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .field("workspace", &self.workspace)
             .field("ro_paths", &self.ro_paths)
             .field("tmp", &self.tmp)
@@ -114,7 +117,11 @@ impl std::fmt::Debug for LaunchSpec {
 impl LaunchSpec {
     /// A spec running `program` with `args` in `workspace` (bound read-write), with an empty
     /// environment, a private `/tmp`, no listeners and inherited stdio.
-    pub fn new(program: impl Into<OsString>, args: Vec<OsString>, workspace: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        program: impl Into<OsString>,
+        args: Vec<OsString>,
+        workspace: impl Into<PathBuf>,
+    ) -> Self {
         LaunchSpec {
             program: program.into(),
             args,
@@ -186,7 +193,10 @@ impl LaunchSpec {
     pub(crate) fn normalize(&mut self) -> Result<(), LaunchError> {
         let canon = |p: &Path, what: &str| -> Result<PathBuf, LaunchError> {
             if !p.is_absolute() {
-                return Err(LaunchError::InvalidSpec(format!("{what} {} is not an absolute path", p.display())));
+                return Err(LaunchError::InvalidSpec(format!(
+                    "{what} {} is not an absolute path",
+                    p.display()
+                )));
             }
             std::fs::canonicalize(p)
                 .map_err(|e| LaunchError::InvalidSpec(format!("{what} {}: {e}", p.display())))
@@ -195,15 +205,25 @@ impl LaunchSpec {
             WorkspaceView::Bind(p) => {
                 *p = canon(p, "workspace")?;
                 if !p.is_dir() {
-                    return Err(LaunchError::InvalidSpec(format!("workspace {} is not a directory", p.display())));
+                    return Err(LaunchError::InvalidSpec(format!(
+                        "workspace {} is not a directory",
+                        p.display()
+                    )));
                 }
             }
-            WorkspaceView::Overlay { lower, upper, work, target } => {
+            WorkspaceView::Overlay {
+                lower,
+                upper,
+                work,
+                target,
+            } => {
                 *lower = canon(lower, "overlay lower layer")?;
                 *upper = canon(upper, "overlay upper layer")?;
                 *work = canon(work, "overlay work directory")?;
                 if !target.is_absolute() {
-                    return Err(LaunchError::InvalidSpec("overlay target must be absolute".into()));
+                    return Err(LaunchError::InvalidSpec(
+                        "overlay target must be absolute".into(),
+                    ));
                 }
             }
         }
@@ -232,7 +252,9 @@ impl LaunchSpec {
         for (k, _) in &self.env {
             let k = k.as_encoded_bytes();
             if k.is_empty() || k.contains(&b'=') {
-                return Err(LaunchError::InvalidSpec("environment variable names must be non-empty and contain no '='".into()));
+                return Err(LaunchError::InvalidSpec(
+                    "environment variable names must be non-empty and contain no '='".into(),
+                ));
             }
         }
         Ok(())

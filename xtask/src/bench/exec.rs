@@ -21,13 +21,22 @@ fn build_stockade() -> anyhow::Result<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let status = Command::new(env!("CARGO"))
         .current_dir(&root)
-        .args(["build", "--release", "--quiet", "-p", "stockade-cli", "--bin", "stockade"])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "stockade-cli",
+            "--bin",
+            "stockade",
+        ])
         .status()
         .context("cargo build --release -p stockade-cli")?;
     if !status.success() {
         bail!("building the release stockade binary failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let bin = target.join("release").join("stockade");
     if !bin.exists() {
         bail!("{} not found after the build", bin.display());
@@ -42,9 +51,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--rounds" => {
-                rounds = it.next().context("--rounds needs a number")?.parse().context("--rounds needs a number")?;
+                rounds = it
+                    .next()
+                    .context("--rounds needs a number")?
+                    .parse()
+                    .context("--rounds needs a number")?;
             }
-            other => bail!("unknown argument `{other}`; usage: cargo xtask bench exec [--rounds N]"),
+            other => {
+                bail!("unknown argument `{other}`; usage: cargo xtask bench exec [--rounds N]")
+            }
         }
     }
     let stockade = build_stockade()?;
@@ -58,7 +73,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 
     // bwrap with a root comparable to stockade's: read-only system dirs, private /proc, /dev,
     // /tmp, the workspace read-write, every namespace.
-    let mut bwrap_args: Vec<String> = vec!["--unshare-all".into(), "--die-with-parent".into(), "--new-session".into()];
+    let mut bwrap_args: Vec<String> = vec![
+        "--unshare-all".into(),
+        "--die-with-parent".into(),
+        "--new-session".into(),
+    ];
     for d in ["/usr", "/etc"] {
         bwrap_args.extend(["--ro-bind".into(), d.into(), d.into()]);
     }
@@ -71,19 +90,46 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
     }
     bwrap_args.extend(
-        ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", &ws_s, &ws_s, "--chdir", &ws_s, "/bin/true"]
-            .map(String::from),
+        [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            &ws_s,
+            &ws_s,
+            "--chdir",
+            &ws_s,
+            "/bin/true",
+        ]
+        .map(String::from),
     );
     let bwrap_refs: Vec<&str> = bwrap_args.iter().map(String::as_str).collect();
 
-    let stockade_run = || stats::time_command(&st, &["exec", "--workspace", &ws_s, "--", "/bin/true"]);
+    let stockade_run =
+        || stats::time_command(&st, &["exec", "--workspace", &ws_s, "--", "/bin/true"]);
     // Issue 4: the same with every ceiling on (worker cgroup, writable area, wall-time watchdog).
     let stockade_limits_run = || {
         stats::time_command(
             &st,
             &[
-                "exec", "--workspace", &ws_s, "--memory", "512M", "--cpus", "1", "--pids", "256", "--disk", "256M",
-                "--wall", "60s", "--", "/bin/true",
+                "exec",
+                "--workspace",
+                &ws_s,
+                "--memory",
+                "512M",
+                "--cpus",
+                "1",
+                "--pids",
+                "256",
+                "--disk",
+                "256M",
+                "--wall",
+                "60s",
+                "--",
+                "/bin/true",
             ],
         )
     };
@@ -132,7 +178,11 @@ impl LaunchServer {
             .context("start stockade __bench-launch")?;
         let stdin = child.stdin.take().context("stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("stdout")?);
-        Ok(LaunchServer { child, stdin: Some(stdin), stdout })
+        Ok(LaunchServer {
+            child,
+            stdin: Some(stdin),
+            stdout,
+        })
     }
 
     fn once(&mut self) -> anyhow::Result<Duration> {
@@ -141,7 +191,10 @@ impl LaunchServer {
         stdin.flush()?;
         let mut line = String::new();
         self.stdout.read_line(&mut line)?;
-        let ns: u64 = line.trim().parse().with_context(|| format!("bad launcher reply `{}`", line.trim()))?;
+        let ns: u64 = line
+            .trim()
+            .parse()
+            .with_context(|| format!("bad launcher reply `{}`", line.trim()))?;
         Ok(Duration::from_nanos(ns))
     }
 

@@ -8,8 +8,8 @@ mod capture;
 mod exec;
 mod gateway;
 mod session;
-mod workspace;
 pub mod stats;
+mod workspace;
 
 use anyhow::bail;
 

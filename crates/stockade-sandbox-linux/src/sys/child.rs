@@ -52,7 +52,12 @@ pub(crate) struct ChildCtx {
 const FILE_RIGHTS: u64 = 1 | 2 | 4 | (1 << 14) | (1 << 15);
 
 fn fail(status_fd: RawFd, stage: Stage, index: u32, errno: Errno) -> ! {
-    let msg = SetupFailure { stage, index, errno: errno.0 }.encode();
+    let msg = SetupFailure {
+        stage,
+        index,
+        errno: errno.0,
+    }
+    .encode();
     let _ = super::write_all(status_fd, &msg);
     // SAFETY: `_exit` ends the process without running destructors or atexit handlers.
     unsafe { libc::_exit(127) }
@@ -80,7 +85,16 @@ pub(crate) fn run(ctx: &ChildCtx) -> ! {
         close(p);
     }
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } < 0 {
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } < 0
+    {
         fail(st, Stage::Pdeathsig, 0, Errno::last());
     }
     // Wait until the parent wrote our uid/gid maps and placed us (cgroup hook).
@@ -174,7 +188,10 @@ pub(crate) fn run(ctx: &ChildCtx) -> ! {
         fail(st, Stage::NoNewPrivs, 0, Errno::last());
     }
     if let Some(ll) = &ctx.landlock
-        && let Err((i, e)) = apply_landlock(ll, &bound_ports[..ctx.listen_ports.len().min(MAX_LISTENERS)])
+        && let Err((i, e)) = apply_landlock(
+            ll,
+            &bound_ports[..ctx.listen_ports.len().min(MAX_LISTENERS)],
+        )
     {
         fail(st, Stage::Landlock, i, e);
     }
@@ -188,7 +205,12 @@ pub(crate) fn run(ctx: &ChildCtx) -> ! {
         };
         // SAFETY: `prog` points at the parent-built BPF program, alive for the call.
         let r = unsafe {
-            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, &prog as *const libc::sock_fprog)
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
         };
         if r < 0 {
             fail(st, Stage::Seccomp, 0, Errno::last());
@@ -196,12 +218,29 @@ pub(crate) fn run(ctx: &ChildCtx) -> ! {
     }
     // Every inherited descriptor beyond stdio closes at exec (our status pipe included).
     // SAFETY: close_range with integer arguments.
-    if unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) } < 0 {
+    if unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } < 0
+    {
         fail(st, Stage::CloseFds, 0, Errno::last());
     }
     // The parent-death signal again, right before exec.
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } < 0 {
+    if unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } < 0
+    {
         fail(st, Stage::Pdeathsig, 1, Errno::last());
     }
     let mut last = Errno(libc::ENOENT);
@@ -227,13 +266,29 @@ fn run_step(step: &Step) -> Result<(), Errno> {
         Step::MakeRootPrivate => {
             // SAFETY: valid strings / NULL per mount(2).
             sys!(unsafe {
-                libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+                libc::mount(
+                    null,
+                    c"/".as_ptr(),
+                    null,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
             })?;
         }
-        Step::Tmpfs { target, flags, data } => {
+        Step::Tmpfs {
+            target,
+            flags,
+            data,
+        } => {
             // SAFETY: valid NUL-terminated strings.
             sys!(unsafe {
-                libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), *flags, data.as_ptr().cast())
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    *flags,
+                    data.as_ptr().cast(),
+                )
             })?;
         }
         Step::Mkdir { path, .. } => {
@@ -248,7 +303,13 @@ fn run_step(step: &Step) -> Result<(), Errno> {
         }
         Step::Touch { path } => {
             // SAFETY: valid path; the descriptor is closed right away.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644) };
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o644,
+                )
+            };
             if fd < 0 {
                 let e = Errno::last();
                 if e.0 != libc::EEXIST && e.0 != libc::EROFS {
@@ -265,7 +326,11 @@ fn run_step(step: &Step) -> Result<(), Errno> {
         Step::WriteFile { path, contents } => {
             // SAFETY: valid path.
             let fd = sys!(unsafe {
-                libc::open(path.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC, 0o644)
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                    0o644,
+                )
             })?;
             let r = super::write_all(fd, contents);
             close(fd);
@@ -274,7 +339,13 @@ fn run_step(step: &Step) -> Result<(), Errno> {
         Step::Bind { src, dst, attr, .. } => {
             // SAFETY: valid strings / NULL per mount(2).
             sys!(unsafe {
-                libc::mount(src.as_ptr(), dst.as_ptr(), null, libc::MS_BIND | libc::MS_REC, std::ptr::null())
+                libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    null,
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                )
             })?;
             set_attr(dst, *attr, true)?;
         }
@@ -316,7 +387,9 @@ fn run_step(step: &Step) -> Result<(), Errno> {
         }
         Step::PivotStaging { new_root, put_old } => {
             // SAFETY: valid paths.
-            sys!(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
+            sys!(unsafe {
+                libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr())
+            })?;
             // SAFETY: valid path.
             sys!(unsafe { libc::chdir(c"/".as_ptr()) })?;
         }
@@ -331,7 +404,11 @@ fn run_step(step: &Step) -> Result<(), Errno> {
             // SAFETY: valid path.
             sys!(unsafe { libc::chdir(c"/".as_ptr()) })?;
         }
-        Step::SetAttr { path, attr, recursive } => set_attr(path, *attr, *recursive)?,
+        Step::SetAttr {
+            path,
+            attr,
+            recursive,
+        } => set_attr(path, *attr, *recursive)?,
     }
     Ok(())
 }
@@ -348,8 +425,17 @@ fn set_attr(path: &CStr, attr: u64, recursive: bool) -> Result<(), Errno> {
         propagation: u64,
         userns_fd: u64,
     }
-    let ma = MountAttr { attr_set: attr, attr_clr: 0, propagation: 0, userns_fd: 0 };
-    let flags: libc::c_uint = if recursive { libc::AT_RECURSIVE as libc::c_uint } else { 0 };
+    let ma = MountAttr {
+        attr_set: attr,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags: libc::c_uint = if recursive {
+        libc::AT_RECURSIVE as libc::c_uint
+    } else {
+        0
+    };
     // SAFETY: `ma` is a valid mount_attr of the size passed.
     sys!(unsafe {
         libc::syscall(
@@ -373,7 +459,11 @@ fn loopback_up() -> Result<(), Errno> {
     }
     // SAFETY: socket with integer arguments.
     let s = sys!(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    let mut req = IfReq { name: [0; 16], flags: 0, _pad: [0; 22] };
+    let mut req = IfReq {
+        name: [0; 16],
+        flags: 0,
+        _pad: [0; 22],
+    };
     req.name[..2].copy_from_slice(b"lo");
     req.flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
     // SAFETY: `req` is a valid ifreq-sized buffer for SIOCSIFFLAGS.
@@ -383,8 +473,9 @@ fn loopback_up() -> Result<(), Errno> {
 }
 
 fn make_listener(port: u16) -> Result<(RawFd, u16), Errno> {
-    // SAFETY: socket with integer arguments.
-    let fd = sys!(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    let fd =
+        // SAFETY: socket with integer arguments.
+        sys!(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
     let res = (|| {
         let one: libc::c_int = 1;
         // SAFETY: valid option buffer.
@@ -401,7 +492,9 @@ fn make_listener(port: u16) -> Result<(RawFd, u16), Errno> {
         let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         addr.sin_family = libc::AF_INET as libc::sa_family_t;
         addr.sin_port = port.to_be();
-        addr.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes([127, 0, 0, 1]) };
+        addr.sin_addr = libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        };
         // SAFETY: valid sockaddr_in of the size passed.
         sys!(unsafe {
             libc::bind(
@@ -414,7 +507,9 @@ fn make_listener(port: u16) -> Result<(RawFd, u16), Errno> {
         sys!(unsafe { libc::listen(fd, 128) })?;
         let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
         // SAFETY: valid out buffers.
-        sys!(unsafe { libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len) })?;
+        sys!(unsafe {
+            libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_in).cast(), &mut len)
+        })?;
         Ok(u16::from_be(addr.sin_port))
     })();
     match res {
@@ -428,7 +523,10 @@ fn make_listener(port: u16) -> Result<(RawFd, u16), Errno> {
 
 fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
     let mut data = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
     let mut cmsg_buf = [0u64; 8];
     // SAFETY: msghdr is plain data.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -436,7 +534,8 @@ fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg_buf.as_mut_ptr().cast();
     // SAFETY: CMSG_SPACE is a pure computation.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    msg.msg_controllen =
+        unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
     // SAFETY: the control buffer is large enough for one descriptor (checked by CMSG_SPACE
     // fitting in 64 bytes) and the CMSG macros stay within it.
     unsafe {
@@ -471,7 +570,11 @@ fn apply_landlock(ll: &LandlockCtx, ports: &[u16]) -> Result<(), (u32, Errno)> {
     const RULE_PATH_BENEATH: u32 = 1;
     const RULE_NET_PORT: u32 = 2;
     const CONNECT_TCP: u64 = 2;
-    let attr = RulesetAttr { fs: ll.handled_fs, net: ll.handled_net, scoped: ll.scoped };
+    let attr = RulesetAttr {
+        fs: ll.handled_fs,
+        net: ll.handled_net,
+        scoped: ll.scoped,
+    };
     let size = match ll.abi {
         ..=3 => 8usize,
         4 | 5 => 16,
@@ -479,17 +582,31 @@ fn apply_landlock(ll: &LandlockCtx, ports: &[u16]) -> Result<(), (u32, Errno)> {
     };
     // SAFETY: `attr` is valid for `size` bytes (size never exceeds the struct).
     let rs = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, size, 0u32)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size,
+            0u32,
+        )
     };
     if rs < 0 {
         return Err((0, Errno::last()));
     }
     let rs = rs as RawFd;
     let add_fd = |fd: RawFd, access: u64| -> Result<(), Errno> {
-        let pb = PathBeneath { allowed: access, parent_fd: fd };
+        let pb = PathBeneath {
+            allowed: access,
+            parent_fd: fd,
+        };
         // SAFETY: `pb` is a valid landlock_path_beneath_attr.
         sys!(unsafe {
-            libc::syscall(libc::SYS_landlock_add_rule, rs, RULE_PATH_BENEATH, &pb as *const PathBeneath, 0u32)
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                rs,
+                RULE_PATH_BENEATH,
+                &pb as *const PathBeneath,
+                0u32,
+            )
         })
         .map(|_| ())
     };
@@ -507,8 +624,13 @@ fn apply_landlock(ll: &LandlockCtx, ports: &[u16]) -> Result<(), (u32, Errno)> {
         // SAFETY: stat is plain data; fstat fills it.
         let mut stbuf: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid out pointer.
-        let is_dir = unsafe { libc::fstat(fd, &mut stbuf) } == 0 && (stbuf.st_mode & libc::S_IFMT) == libc::S_IFDIR;
-        let access = if is_dir { *access } else { *access & FILE_RIGHTS };
+        let is_dir = unsafe { libc::fstat(fd, &mut stbuf) } == 0
+            && (stbuf.st_mode & libc::S_IFMT) == libc::S_IFDIR;
+        let access = if is_dir {
+            *access
+        } else {
+            *access & FILE_RIGHTS
+        };
         let r = add_fd(fd, access & ll.handled_fs);
         close(fd);
         if let Err(e) = r {
@@ -523,9 +645,20 @@ fn apply_landlock(ll: &LandlockCtx, ports: &[u16]) -> Result<(), (u32, Errno)> {
     }
     if ll.restrict_connect {
         for (i, p) in ports.iter().enumerate() {
-            let np = NetPort { allowed: CONNECT_TCP, port: u64::from(*p) };
+            let np = NetPort {
+                allowed: CONNECT_TCP,
+                port: u64::from(*p),
+            };
             // SAFETY: valid landlock_net_port_attr.
-            let r = unsafe { libc::syscall(libc::SYS_landlock_add_rule, rs, RULE_NET_PORT, &np as *const NetPort, 0u32) };
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    rs,
+                    RULE_NET_PORT,
+                    &np as *const NetPort,
+                    0u32,
+                )
+            };
             if r < 0 {
                 let e = Errno::last();
                 close(rs);
@@ -557,7 +690,16 @@ fn drop_capabilities() -> Result<(), (u32, Errno)> {
         }
     }
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) } < 0 {
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    } < 0
+    {
         return Err((100, Errno::last()));
     }
     #[repr(C)]
@@ -571,8 +713,22 @@ fn drop_capabilities() -> Result<(), (u32, Errno)> {
         permitted: u32,
         inheritable: u32,
     }
-    let hdr = Header { version: 0x2008_0522, pid: 0 };
-    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
+    let hdr = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
     // SAFETY: capset v3 takes one header and two data structures.
     if unsafe { libc::syscall(libc::SYS_capset, &hdr as *const Header, data.as_ptr()) } < 0 {
         return Err((101, Errno::last()));

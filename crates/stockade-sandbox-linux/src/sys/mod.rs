@@ -19,7 +19,11 @@ pub(crate) struct Errno(pub(crate) i32);
 
 impl Errno {
     fn last() -> Self {
-        Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+        Errno(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        )
     }
     /// Converts to a `std::io::Error` (parent side only: may allocate nothing, but callers format it).
     pub(crate) fn io(self) -> std::io::Error {
@@ -34,7 +38,6 @@ fn check(ret: libc::c_long) -> Result<libc::c_long, Errno> {
 fn check_int(ret: libc::c_int) -> Result<libc::c_int, Errno> {
     if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Process creation and reaping (parent side)
@@ -62,7 +65,8 @@ pub(crate) struct Cloned {
 /// unwind, and ends in `execve` or `_exit`.
 pub(crate) fn clone_worker(ctx: &child::ChildCtx) -> Result<Cloned, Errno> {
     let mut pidfd: libc::c_int = -1;
-    let flags = (NAMESPACE_FLAGS | libc::CLONE_PIDFD) as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
+    let flags =
+        (NAMESPACE_FLAGS | libc::CLONE_PIDFD) as libc::c_ulong | libc::SIGCHLD as libc::c_ulong;
     // SAFETY: raw clone with a NULL stack behaves like fork: the child gets a copy of the
     // address space and continues here with return value 0. `pidfd` is a valid out pointer for
     // CLONE_PIDFD (x86_64/aarch64 argument order: flags, stack, parent_tid, child_tid, tls).
@@ -86,7 +90,10 @@ pub(crate) fn clone_worker(ctx: &child::ChildCtx) -> Result<Cloned, Errno> {
     }
     // SAFETY: on success the kernel stored a fresh pidfd owned by nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    Ok(Cloned { pid: ret as libc::pid_t, pidfd })
+    Ok(Cloned {
+        pid: ret as libc::pid_t,
+        pidfd,
+    })
 }
 
 /// How a process ended.
@@ -121,7 +128,11 @@ pub(crate) fn wait_pid(pid: libc::pid_t) -> Result<RawExit, Errno> {
 /// Waits until `fd` is readable (or hung up) for at most `timeout_ms` (-1 = forever).
 /// Returns whether it became ready.
 pub(crate) fn poll_readable(fd: RawFd, timeout_ms: i32) -> Result<bool, Errno> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     loop {
         // SAFETY: one valid pollfd structure.
         let ret = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
@@ -139,8 +150,16 @@ pub(crate) fn poll_readable(fd: RawFd, timeout_ms: i32) -> Result<bool, Errno> {
 /// Sends `sig` through a pidfd (no pid-reuse race).
 pub(crate) fn pidfd_send_signal(pidfd: RawFd, sig: i32) -> Result<(), Errno> {
     // SAFETY: plain system call on an fd we own; null siginfo is allowed.
-    check(unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, std::ptr::null::<u8>(), 0u32) })
-        .map(|_| ())
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            sig,
+            std::ptr::null::<u8>(),
+            0u32,
+        )
+    })
+    .map(|_| ())
 }
 
 /// `pipe2(O_CLOEXEC)` returning (read, write).
@@ -157,7 +176,12 @@ pub(crate) fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), Errno> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` has room for two descriptors.
     check_int(unsafe {
-        libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
     })?;
     // SAFETY: both descriptors are fresh and owned by us.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
@@ -199,7 +223,10 @@ pub(crate) fn write_all(fd: RawFd, mut buf: &[u8]) -> Result<(), Errno> {
 /// Receives one descriptor sent with `SCM_RIGHTS` (the launcher's listener hand-over).
 pub(crate) fn recv_fd(sock: RawFd) -> Result<OwnedFd, Errno> {
     let mut data = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: data.as_mut_ptr().cast(), iov_len: 1 };
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
     let mut cmsg_buf = [0u64; 8];
     // SAFETY: msghdr is plain data; zeroed is a valid initial value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -219,7 +246,10 @@ pub(crate) fn recv_fd(sock: RawFd) -> Result<OwnedFd, Errno> {
     // within `msg_controllen`.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
             return Err(Errno(libc::EPROTO));
         }
         let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
@@ -231,7 +261,12 @@ pub(crate) fn recv_fd(sock: RawFd) -> Result<OwnedFd, Errno> {
 pub(crate) fn landlock_abi() -> i32 {
     // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a NULL attribute and size 0 only queries.
     let ret = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
     };
     if ret < 0 { 0 } else { ret as i32 }
 }
@@ -246,8 +281,16 @@ pub(crate) fn mount(
 ) -> Result<(), Errno> {
     let data_ptr = data.map_or(std::ptr::null(), |d| d.as_ptr().cast::<libc::c_void>());
     // SAFETY: all pointers are valid NUL-terminated strings or NULL.
-    check_int(unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, data_ptr) })
-        .map(|_| ())
+    check_int(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data_ptr,
+        )
+    })
+    .map(|_| ())
 }
 
 /// Detaches a mount (`umount2(MNT_DETACH)`).
@@ -332,11 +375,19 @@ impl Attempt {
         (Attempt::SocketNetlink, "socket(AF_NETLINK)", libc::EPERM),
         (Attempt::SocketPacket, "socket(AF_PACKET)", libc::EPERM),
         (Attempt::IoctlTiocsti, "ioctl(TIOCSTI)", libc::EPERM),
-        (Attempt::IoctlTiocstiHighBits, "ioctl(TIOCSTI|1<<32)", libc::EPERM),
+        (
+            Attempt::IoctlTiocstiHighBits,
+            "ioctl(TIOCSTI|1<<32)",
+            libc::EPERM,
+        ),
         (Attempt::IoctlTioclinux, "ioctl(TIOCLINUX)", libc::EPERM),
         (Attempt::Clone3, "clone3", libc::ENOSYS),
         (Attempt::X32Getpid, "x32 getpid", libc::ENOSYS),
-        (Attempt::Personality, "personality(PER_LINUX32)", libc::EPERM),
+        (
+            Attempt::Personality,
+            "personality(PER_LINUX32)",
+            libc::EPERM,
+        ),
         (Attempt::Settimeofday, "settimeofday", libc::EPERM),
         (Attempt::ClockSettime, "clock_settime", libc::EPERM),
         (Attempt::PidfdGetfd, "pidfd_getfd", libc::EPERM),
@@ -349,39 +400,68 @@ impl Attempt {
         // SAFETY: raw system calls whose pointer arguments are NULL or the unmapped address 1
         // and whose fd arguments are -1; none can read or write our memory, and flag values
         // are chosen so that the kernel rejects them before creating anything.
-        let r: libc::c_long = unsafe { match self {
-            Attempt::PtraceAttach => libc::syscall(libc::SYS_ptrace, libc::PTRACE_ATTACH, -1, 0, 0),
-            Attempt::ProcessVmReadv => libc::syscall(libc::SYS_process_vm_readv, -1, BAD, 1, BAD, 1, 0),
-            Attempt::Mount => libc::syscall(libc::SYS_mount, BAD, BAD, BAD, 0, 0),
-            Attempt::Umount => libc::syscall(libc::SYS_umount2, BAD, 0),
-            Attempt::PivotRoot => libc::syscall(libc::SYS_pivot_root, BAD, BAD),
-            Attempt::OpenTree => libc::syscall(libc::SYS_open_tree, -1, BAD, 0),
-            Attempt::Fsopen => libc::syscall(libc::SYS_fsopen, BAD, 0),
-            Attempt::MoveMount => libc::syscall(libc::SYS_move_mount, -1, BAD, -1, BAD, 0),
-            Attempt::MountSetattr => libc::syscall(libc::SYS_mount_setattr, -1, BAD, 0, BAD, 32),
-            Attempt::UnshareUser => libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | 0x1),
-            // CLONE_THREAD without CLONE_SIGHAND is EINVAL in the kernel: no process is created.
-            Attempt::CloneNewUser => libc::syscall(libc::SYS_clone, libc::CLONE_NEWUSER | libc::CLONE_THREAD, 0, 0, 0, 0),
-            Attempt::Setns => libc::syscall(libc::SYS_setns, -1, 0),
-            Attempt::IoUringSetup => libc::syscall(libc::SYS_io_uring_setup, 0, BAD),
-            Attempt::Bpf => libc::syscall(libc::SYS_bpf, -1, BAD, 0),
-            Attempt::PerfEventOpen => libc::syscall(libc::SYS_perf_event_open, BAD, 0, -1, -1, 0),
-            Attempt::Userfaultfd => libc::syscall(libc::SYS_userfaultfd, -1),
-            Attempt::Keyctl => libc::syscall(libc::SYS_keyctl, -1, 0, 0, 0, 0),
-            Attempt::AddKey => libc::syscall(libc::SYS_add_key, BAD, BAD, BAD, 0, 0),
-            Attempt::SocketNetlink => libc::syscall(libc::SYS_socket, libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
-            Attempt::SocketPacket => libc::syscall(libc::SYS_socket, libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
-            Attempt::IoctlTiocsti => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCSTI, BAD),
-            Attempt::IoctlTiocstiHighBits => libc::syscall(libc::SYS_ioctl, -1, (1u64 << 32) | libc::TIOCSTI, BAD),
-            Attempt::IoctlTioclinux => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCLINUX, BAD),
-            Attempt::Clone3 => libc::syscall(libc::SYS_clone3, BAD, 0),
-            Attempt::X32Getpid => libc::syscall(libc::SYS_getpid | 0x4000_0000),
-            Attempt::Personality => libc::syscall(libc::SYS_personality, 0x0008),
-            Attempt::Settimeofday => libc::syscall(libc::SYS_settimeofday, BAD, BAD),
-            Attempt::ClockSettime => libc::syscall(libc::SYS_clock_settime, -1, BAD),
-            Attempt::PidfdGetfd => libc::syscall(libc::SYS_pidfd_getfd, -1, -1, 0),
-            Attempt::Chroot => libc::syscall(libc::SYS_chroot, BAD),
-        } };
+        let r: libc::c_long = unsafe {
+            match self {
+                Attempt::PtraceAttach => {
+                    libc::syscall(libc::SYS_ptrace, libc::PTRACE_ATTACH, -1, 0, 0)
+                }
+                Attempt::ProcessVmReadv => {
+                    libc::syscall(libc::SYS_process_vm_readv, -1, BAD, 1, BAD, 1, 0)
+                }
+                Attempt::Mount => libc::syscall(libc::SYS_mount, BAD, BAD, BAD, 0, 0),
+                Attempt::Umount => libc::syscall(libc::SYS_umount2, BAD, 0),
+                Attempt::PivotRoot => libc::syscall(libc::SYS_pivot_root, BAD, BAD),
+                Attempt::OpenTree => libc::syscall(libc::SYS_open_tree, -1, BAD, 0),
+                Attempt::Fsopen => libc::syscall(libc::SYS_fsopen, BAD, 0),
+                Attempt::MoveMount => libc::syscall(libc::SYS_move_mount, -1, BAD, -1, BAD, 0),
+                Attempt::MountSetattr => {
+                    libc::syscall(libc::SYS_mount_setattr, -1, BAD, 0, BAD, 32)
+                }
+                Attempt::UnshareUser => libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER | 0x1),
+                // CLONE_THREAD without CLONE_SIGHAND is EINVAL in the kernel: no process is created.
+                Attempt::CloneNewUser => libc::syscall(
+                    libc::SYS_clone,
+                    libc::CLONE_NEWUSER | libc::CLONE_THREAD,
+                    0,
+                    0,
+                    0,
+                    0,
+                ),
+                Attempt::Setns => libc::syscall(libc::SYS_setns, -1, 0),
+                Attempt::IoUringSetup => libc::syscall(libc::SYS_io_uring_setup, 0, BAD),
+                Attempt::Bpf => libc::syscall(libc::SYS_bpf, -1, BAD, 0),
+                Attempt::PerfEventOpen => {
+                    libc::syscall(libc::SYS_perf_event_open, BAD, 0, -1, -1, 0)
+                }
+                Attempt::Userfaultfd => libc::syscall(libc::SYS_userfaultfd, -1),
+                Attempt::Keyctl => libc::syscall(libc::SYS_keyctl, -1, 0, 0, 0, 0),
+                Attempt::AddKey => libc::syscall(libc::SYS_add_key, BAD, BAD, BAD, 0, 0),
+                Attempt::SocketNetlink => libc::syscall(
+                    libc::SYS_socket,
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    0,
+                ),
+                Attempt::SocketPacket => libc::syscall(
+                    libc::SYS_socket,
+                    libc::AF_PACKET,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    0,
+                ),
+                Attempt::IoctlTiocsti => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCSTI, BAD),
+                Attempt::IoctlTiocstiHighBits => {
+                    libc::syscall(libc::SYS_ioctl, -1, (1u64 << 32) | libc::TIOCSTI, BAD)
+                }
+                Attempt::IoctlTioclinux => libc::syscall(libc::SYS_ioctl, -1, libc::TIOCLINUX, BAD),
+                Attempt::Clone3 => libc::syscall(libc::SYS_clone3, BAD, 0),
+                Attempt::X32Getpid => libc::syscall(libc::SYS_getpid | 0x4000_0000),
+                Attempt::Personality => libc::syscall(libc::SYS_personality, 0x0008),
+                Attempt::Settimeofday => libc::syscall(libc::SYS_settimeofday, BAD, BAD),
+                Attempt::ClockSettime => libc::syscall(libc::SYS_clock_settime, -1, BAD),
+                Attempt::PidfdGetfd => libc::syscall(libc::SYS_pidfd_getfd, -1, -1, 0),
+                Attempt::Chroot => libc::syscall(libc::SYS_chroot, BAD),
+            }
+        };
         if r < 0 {
             Errno::last().0
         } else {
@@ -401,5 +481,9 @@ pub(crate) fn spawn_detached_daemon() -> std::io::Result<()> {
     let st = std::process::Command::new("/bin/sh")
         .args(["-c", "setsid sh -c 'trap \"\" TERM HUP INT; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &"])
         .status()?;
-    if st.success() { Ok(()) } else { Err(std::io::Error::other(format!("sh exited with {st}"))) }
+    if st.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("sh exited with {st}")))
+    }
 }

@@ -1,9 +1,10 @@
 //! Integration tests of the launcher (kernel-touching; the adversarial suite is in `tests/`).
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::os::fd::OwnedFd;
 
-use stockade_sandbox_linux::{launch, ExitStatus, LaunchSpec, Stdio};
+use stockade_sandbox_linux::{ExitStatus, LaunchSpec, Stdio, launch};
 
 fn pipe() -> (std::fs::File, OwnedFd) {
     let (r, w) = std::io::pipe().unwrap();
@@ -13,8 +14,13 @@ fn pipe() -> (std::fs::File, OwnedFd) {
 fn run_sh(script: &str) -> (ExitStatus, String) {
     let ws = tempfile::tempdir().unwrap();
     let (mut r, w) = pipe();
-    let spec = LaunchSpec::new("/bin/sh", vec!["-c".into(), script.into()], ws.path())
-        .with_stdio(Stdio::Fds { stdin: None, stdout: Some(w.try_clone().unwrap()), stderr: Some(w) });
+    let spec = LaunchSpec::new("/bin/sh", vec!["-c".into(), script.into()], ws.path()).with_stdio(
+        Stdio::Fds {
+            stdin: None,
+            stdout: Some(w.try_clone().unwrap()),
+            stderr: Some(w),
+        },
+    );
     let mut worker = launch(spec).unwrap();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut r, &mut out).unwrap();
@@ -30,7 +36,9 @@ fn runs_true() {
 
 #[test]
 fn exit_code_and_pid1() {
-    let (st, out) = run_sh("echo pid=$$; ls /; cat /proc/self/status | grep -E 'Cap|NoNew|Seccomp'; id; exit 7");
+    let (st, out) = run_sh(
+        "echo pid=$$; ls /; cat /proc/self/status | grep -E 'Cap|NoNew|Seccomp'; id; exit 7",
+    );
     eprintln!("{out}");
     assert_eq!(st, ExitStatus::Exited(7));
     assert!(out.contains("pid=1"));
@@ -39,30 +47,57 @@ fn exit_code_and_pid1() {
 #[test]
 fn overlay_workspace_writes_land_in_upper_only() {
     let base = tempfile::tempdir().unwrap();
-    let (lower, upper, work) = (base.path().join("lower"), base.path().join("upper"), base.path().join("work"));
+    let (lower, upper, work) = (
+        base.path().join("lower"),
+        base.path().join("upper"),
+        base.path().join("work"),
+    );
     for d in [&lower, &upper, &work] {
         std::fs::create_dir(d).unwrap();
     }
     std::fs::write(lower.join("kept.txt"), "template").unwrap();
     let target = base.path().join("merged");
     let (mut r, w) = pipe();
-    let spec = LaunchSpec::new("/bin/sh", vec!["-c".into(), "cat kept.txt; echo new > new.txt; echo changed > kept.txt; pwd".into()], base.path())
-        .with_workspace(stockade_sandbox_linux::WorkspaceView::Overlay {
-            lower: lower.clone(),
-            upper: upper.clone(),
-            work: work.clone(),
-            target: target.clone(),
-        })
-        .with_stdio(Stdio::Fds { stdin: None, stdout: Some(w.try_clone().unwrap()), stderr: Some(w) });
+    let spec = LaunchSpec::new(
+        "/bin/sh",
+        vec![
+            "-c".into(),
+            "cat kept.txt; echo new > new.txt; echo changed > kept.txt; pwd".into(),
+        ],
+        base.path(),
+    )
+    .with_workspace(stockade_sandbox_linux::WorkspaceView::Overlay {
+        lower: lower.clone(),
+        upper: upper.clone(),
+        work: work.clone(),
+        target: target.clone(),
+    })
+    .with_stdio(Stdio::Fds {
+        stdin: None,
+        stdout: Some(w.try_clone().unwrap()),
+        stderr: Some(w),
+    });
     let mut worker = launch(spec).unwrap();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut r, &mut out).unwrap();
     assert_eq!(worker.wait().unwrap(), ExitStatus::Exited(0), "{out}");
     assert!(out.starts_with("template/"), "{out}");
-    assert_eq!(std::fs::read_to_string(lower.join("kept.txt")).unwrap(), "template");
-    assert_eq!(std::fs::read_to_string(upper.join("kept.txt")).unwrap(), "changed\n");
-    assert_eq!(std::fs::read_to_string(upper.join("new.txt")).unwrap(), "new\n");
-    assert!(!target.exists(), "nothing is mounted or created on the host side");
+    assert_eq!(
+        std::fs::read_to_string(lower.join("kept.txt")).unwrap(),
+        "template"
+    );
+    assert_eq!(
+        std::fs::read_to_string(upper.join("kept.txt")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(upper.join("new.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(
+        !target.exists(),
+        "nothing is mounted or created on the host side"
+    );
 }
 
 #[test]
@@ -79,7 +114,10 @@ fn listeners_are_created_inside_the_sandbox_netns() {
     let host = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200));
     if host.is_ok() {
         listeners[0].set_nonblocking(true).unwrap();
-        assert!(listeners[0].accept().is_err(), "a host connection reached the sandbox listener");
+        assert!(
+            listeners[0].accept().is_err(),
+            "a host connection reached the sandbox listener"
+        );
     }
     worker.kill().unwrap();
     assert!(matches!(worker.wait().unwrap(), ExitStatus::Signaled(9)));
@@ -89,7 +127,15 @@ fn listeners_are_created_inside_the_sandbox_netns() {
 fn setup_failure_names_the_stage() {
     let ws = tempfile::tempdir().unwrap();
     let err = launch(LaunchSpec::new("/definitely/not/here", vec![], ws.path())).unwrap_err();
-    assert!(matches!(err, stockade_sandbox_linux::LaunchError::Exec { .. }), "{err}");
-    let err = launch(LaunchSpec::new("/bin/true", vec![], ws.path()).with_ro("/nonexistent-ro-path")).unwrap_err();
-    assert!(matches!(err, stockade_sandbox_linux::LaunchError::InvalidSpec(_)), "{err}");
+    assert!(
+        matches!(err, stockade_sandbox_linux::LaunchError::Exec { .. }),
+        "{err}"
+    );
+    let err =
+        launch(LaunchSpec::new("/bin/true", vec![], ws.path()).with_ro("/nonexistent-ro-path"))
+            .unwrap_err();
+    assert!(
+        matches!(err, stockade_sandbox_linux::LaunchError::InvalidSpec(_)),
+        "{err}"
+    );
 }
