@@ -607,6 +607,19 @@ mod exec {
         out
     }
 
+    /// How many of the worker's `sleep` processes carrying `token` are alive. The supervisor's
+    /// own command line carries the token too, so counting every match would see "the tree
+    /// started" before the worker exists.
+    fn sleepers_with(token: &str) -> usize {
+        alive_with(token)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\0"))
+            })
+            .count()
+    }
+
     fn wait_none_alive(token: &str) -> Vec<i32> {
         let until = Instant::now() + Duration::from_secs(3);
         loop {
@@ -812,7 +825,7 @@ mod exec {
             .spawn()
             .unwrap();
         let until = Instant::now() + Duration::from_secs(20);
-        while alive_with(&tok).len() < 3 {
+        while sleepers_with(&tok) < 3 {
             assert!(Instant::now() < until, "worker tree never started");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -866,7 +879,7 @@ mod exec {
             .spawn()
             .unwrap();
         let until = Instant::now() + Duration::from_secs(20);
-        while alive_with(&tok).len() < 2 {
+        while sleepers_with(&tok) < 2 {
             assert!(Instant::now() < until, "worker tree never started");
             std::thread::sleep(Duration::from_millis(20));
         }

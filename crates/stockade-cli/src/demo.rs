@@ -185,6 +185,22 @@ fn run_in(s: &Setup, args: &DemoArgs) -> i32 {
         }
         println!("--- end of agent output ---\n");
         print_summary(&outcome);
+        // The candidate itself: the captured patch, read back from the artifact store.
+        let patch = outcome
+            .manifest
+            .as_ref()
+            .and_then(|m| m.artifacts.patch.as_ref())
+            .and_then(|a| stockade_manifest::artifact_relative_path(&a.blake3))
+            .and_then(|rel| std::fs::read(outcome.artifacts_dir.join(rel)).ok());
+        if let Some(patch) = patch {
+            const SHOWN: usize = 8 * 1024;
+            println!("\n--- the captured candidate (git patch, {} bytes) ---", patch.len());
+            print!("{}", sanitize(&patch[..patch.len().min(SHOWN)]));
+            if patch.len() > SHOWN {
+                println!("... ({} more bytes in the artifact)", patch.len() - SHOWN);
+            }
+            println!("--- end of candidate ---");
+        }
 
         // Judge from outside.
         let mut failures: Vec<String> = Vec::new();

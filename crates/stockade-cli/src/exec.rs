@@ -289,7 +289,11 @@ pub fn run(args: ExecArgs) -> i32 {
                 let _ = killer.kill_all();
             });
         });
-        let _ = ready_rx.recv_timeout(Duration::from_secs(2));
+        // Wait until the handlers are really installed (no timeout: a signal arriving between
+        // launch and installation would otherwise take the default disposition). If the thread
+        // could not install them it drops the sender and the default disposition stays, which
+        // is still safe: the PID namespace and parent-death signal take the worker along.
+        let _ = ready_rx.recv();
     }
     let start = Instant::now();
     let mut worker = match launch(spec) {
