@@ -241,18 +241,6 @@ impl std::fmt::Debug for LinuxSession {
     }
 }
 
-fn overlay_escape(p: &Path) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut out = Vec::new();
-    for &b in p.as_os_str().as_bytes() {
-        if matches!(b, b',' | b':' | b'\\') {
-            out.push(b'\\');
-        }
-        out.push(b);
-    }
-    out
-}
-
 /// Mounts the session overlay with several lower layers (topmost first) and the options that
 /// keep the upper layer plain data for capture (ADR 0070).
 fn mount_overlay(
@@ -269,12 +257,12 @@ fn mount_overlay(
         }
         let canon = fs::canonicalize(l)
             .map_err(|e| SandboxError::io(format!("lower layer {}", l.display()), e))?;
-        data.extend(overlay_escape(&canon));
+        data.extend(crate::overlay::opt_escape(&canon));
     }
     data.extend_from_slice(b",upperdir=");
-    data.extend(overlay_escape(upper));
+    data.extend(crate::overlay::opt_escape(upper));
     data.extend_from_slice(b",workdir=");
-    data.extend(overlay_escape(work));
+    data.extend(crate::overlay::opt_escape(work));
     data.extend_from_slice(b",redirect_dir=off,metacopy=off,index=off,xino=off");
     let data = crate::plan::cstr(&data).map_err(|e| backend_err(e.to_string()))?;
     let target_c =

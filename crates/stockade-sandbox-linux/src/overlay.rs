@@ -29,7 +29,8 @@ pub struct OverlayMount {
     mounted: bool,
 }
 
-fn opt_escape(p: &Path) -> Vec<u8> {
+/// Escapes a path for an overlayfs mount option (`,`, `:` and `\\` are separators there).
+pub(crate) fn opt_escape(p: &Path) -> Vec<u8> {
     let mut out = Vec::new();
     for &b in p.as_os_str().as_bytes() {
         if matches!(b, b',' | b':' | b'\\') {
