@@ -238,18 +238,6 @@ fn refusals_exit_10_before_any_worker_starts() {
         r#"["/bin/sh", "-c", "touch {} {{prompt}}"]"#,
         marker.display()
     );
-    // `file` prompt transport: no isolated input mount.
-    let file_preset = env.preset("file-agent", "file", r#"["/bin/cat", "{prompt_file}"]"#);
-    let (out, json) = env.run(&file_preset, &env.work_unit(60, NO_NET));
-    assert_eq!(out.status.code(), Some(10), "{}", context(&out));
-    assert!(
-        json["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("isolated input mount"),
-        "{}",
-        context(&out)
-    );
     // Unrestricted network: a policy violation.
     let preset = env.preset("toucher", "argument", &touch);
     let (out, json) = env.run(&preset, &env.work_unit(61, r#"{ mode = "unrestricted" }"#));
@@ -276,7 +264,35 @@ fn refusals_exit_10_before_any_worker_starts() {
     let manifests = std::fs::read_dir(env.path("state/artifacts/manifests"))
         .unwrap()
         .count();
-    assert_eq!(manifests, 3);
+    assert_eq!(manifests, 2);
+}
+
+/// `file` prompt transport works only through the isolated input mount: the agent reads its
+/// prompt from a read-only file outside the workspace, cannot change it, and the prompt never
+/// becomes part of the candidate.
+#[test]
+fn file_prompt_arrives_through_the_isolated_input_mount() {
+    if !require_root() {
+        return;
+    }
+    let env = Env::new();
+    let preset = env.preset(
+        "file-agent",
+        "file",
+        r#"["/bin/sh", "-c", "case \"$1\" in \"$PWD\"/*) exit 3;; esac; grep -q 'fix calc.py' \"$1\" || exit 4; if echo tampered > \"$1\" 2>/dev/null; then exit 5; fi; sed -i 's/- b/+ b/' calc.py", "sh", "{prompt_file}"]"#,
+    );
+    let (out, json) = env.run(&preset, &env.work_unit(60, NO_NET));
+    assert_eq!(out.status.code(), Some(0), "{}", context(&out));
+    assert_eq!(
+        json["accepted"],
+        serde_json::json!(["calc.py"]),
+        "{}",
+        context(&out)
+    );
+    assert_eq!(json["rejected"], serde_json::json!([]), "{}", context(&out));
+    // Exit codes 3 (prompt inside the workspace), 4 (prompt missing) and 5 (prompt writable)
+    // would have made the agent fail; it succeeded, so none of those happened.
+    assert_eq!(json["agent_exit"]["code"], 0, "{}", context(&out));
 }
 
 #[test]

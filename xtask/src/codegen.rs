@@ -181,9 +181,7 @@ fn linux(p: stockade_capabilities::Protection) -> &'static str {
         | P::NoNewPrivs
         | P::Landlock
         | P::NetworkDenyAll
-        | P::NetworkGatewayOrigins => PROBED,
-        P::IsolatedInputMount => {
-            "never attested: not implemented by this backend (a policy that needs it, such as `file` prompt transport, is refused)"
-        }
+        | P::NetworkGatewayOrigins
+        | P::IsolatedInputMount => PROBED,
     }
 }

@@ -560,12 +560,27 @@ impl Orchestrator {
         // 5. Launch the agent with the gateway listeners, then serve them.
         live.stage(Stage::Launch);
         let LaunchPlan {
-            argv,
+            mut argv,
             env,
             stdin,
+            prompt_file,
             ports,
             routes,
         } = plan;
+        let mut input_files = std::collections::BTreeMap::new();
+        if let Some(bytes) = prompt_file {
+            // `file` transport: only through the isolated input mount, never the workspace.
+            let dir = live
+                .session
+                .as_ref()
+                .and_then(|s| s.input_dir())
+                .ok_or(AttemptError::IsolatedInputMountUnavailable)?;
+            let path = dir.join("prompt").to_string_lossy().into_owned();
+            for a in &mut argv {
+                *a = a.replace(stockade_policy::PROMPT_FILE_PLACEHOLDER, &path);
+            }
+            input_files.insert("prompt".to_owned(), bytes);
+        }
         let launch = Launch {
             argv,
             env,
@@ -577,6 +592,7 @@ impl Orchestrator {
             },
             loopback_ports: ports.iter().map(|(p, _)| *p).collect(),
             wall_time: Some(policy.wall_time()),
+            input_files,
         };
         let session = live
             .session

@@ -26,6 +26,10 @@ pub struct LaunchPlan {
     pub env: Vec<(String, String)>,
     /// Bytes written to the agent's standard input, then closed (`stdin` transport).
     pub stdin: Option<Vec<u8>>,
+    /// The prompt file's bytes (`file` transport). It is delivered only through the backend's
+    /// isolated input mount, never into the workspace; `argv` still holds the
+    /// `{prompt_file}` placeholder until the session says where that mount is.
+    pub prompt_file: Option<Vec<u8>>,
     /// Loopback ports to open in the sandbox, each with the gateway rule it serves.
     pub ports: Vec<(u16, String)>,
     /// The gateway's routes, one per destination.
@@ -34,10 +38,12 @@ pub struct LaunchPlan {
 
 /// Builds the launch for `policy`.
 ///
-/// Refuses `file` prompt transport: the backend contract offers no isolated input mount yet,
-/// and a prompt file is never written into the candidate workspace (ADR-0017).
+/// For `file` prompt transport the prompt travels only through the backend's isolated input
+/// mount (read-only, outside the candidate workspace); a prompt file is never written into the
+/// workspace (ADR-0017). Admission already refused a backend that does not attest that mount.
 pub fn plan_launch(policy: &SandboxPolicy) -> Result<LaunchPlan, AttemptError> {
     let objective = policy.objective();
+    let mut prompt_file = None;
     let (argv, stdin) = match policy.prompt_transport() {
         PromptTransport::Stdin => (
             policy.command().to_vec(),
@@ -51,7 +57,10 @@ pub fn plan_launch(policy: &SandboxPolicy) -> Result<LaunchPlan, AttemptError> {
                 .collect();
             (argv, None)
         }
-        PromptTransport::File => return Err(AttemptError::IsolatedInputMountUnavailable),
+        PromptTransport::File => {
+            prompt_file = Some(objective.as_bytes().to_vec());
+            (policy.command().to_vec(), None)
+        }
     };
     let mut env: Vec<(String, String)> = policy.env().to_vec();
     let mut names: BTreeSet<String> = env.iter().map(|(n, _)| n.clone()).collect();
@@ -106,6 +115,7 @@ pub fn plan_launch(policy: &SandboxPolicy) -> Result<LaunchPlan, AttemptError> {
         argv,
         env,
         stdin,
+        prompt_file,
         ports,
         routes,
     })
@@ -219,15 +229,17 @@ headers = [{ header = "authorization", secret = "env:STOCKADE_TEST_NO_SUCH_VAR" 
     }
 
     #[test]
-    fn file_transport_is_refused_without_an_isolated_input_mount() {
+    fn file_transport_keeps_the_prompt_out_of_argv_and_stdin() {
         let p = policy(
             "file",
             r#"["agent", "{prompt_file}"]"#,
             r#"{ mode = "none" }"#,
         );
-        assert!(matches!(
-            plan_launch(&p),
-            Err(AttemptError::IsolatedInputMountUnavailable)
-        ));
+        let plan = plan_launch(&p).unwrap();
+        // The prompt travels only as the input file; the placeholder waits for the session to
+        // say where its isolated input mount is.
+        assert_eq!(plan.argv, ["agent", "{prompt_file}"]);
+        assert_eq!(plan.stdin, None);
+        assert_eq!(plan.prompt_file.as_deref(), Some(p.objective().as_bytes()));
     }
 }

@@ -382,6 +382,44 @@ impl LinuxSession {
         .map_err(|e| SandboxError::io(format!("open {path} in session"), e.into()))
     }
 
+    /// The session's isolated input directory on the host; bound read-only at the same path
+    /// inside the sandbox, outside the workspace and the writable area.
+    fn input_dir_path(&self) -> PathBuf {
+        self.state.dir.join("input")
+    }
+
+    /// Replaces the input directory's content with `files` (plain names only), read-only.
+    fn write_inputs(
+        &self,
+        files: &std::collections::BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), SandboxError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.input_dir_path();
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SandboxError::io(format!("clear {}", dir.display()), e)),
+        }
+        fs::create_dir(&dir)
+            .map_err(|e| SandboxError::io(format!("create {}", dir.display()), e))?;
+        for (name, bytes) in files {
+            let plain =
+                !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0']);
+            if !plain {
+                return Err(backend_err(format!(
+                    "input file name {name:?} must be one plain file name"
+                )));
+            }
+            let path = dir.join(name);
+            fs::write(&path, bytes)
+                .map_err(|e| SandboxError::io(format!("write {}", path.display()), e))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o444))
+                .map_err(|e| SandboxError::io(format!("chmod {}", path.display()), e))?;
+        }
+        // The directory itself is made read-only inside the sandbox by the read-only bind.
+        Ok(())
+    }
+
     fn kill_live(&self) -> Result<(), SandboxError> {
         let killers = self
             .live
@@ -531,6 +569,13 @@ impl RawSession for LinuxSession {
         for port in &launch.loopback_ports {
             spec = spec.with_listener(*port);
         }
+        if !launch.input_files.is_empty() {
+            if let Err(e) = self.write_inputs(&launch.input_files) {
+                let _ = cgroup.remove();
+                return Err(e);
+            }
+            spec = spec.with_ro(self.input_dir_path());
+        }
         let mut worker = match crate::launch(spec) {
             Ok(w) => w,
             Err(e) => {
@@ -597,6 +642,10 @@ impl RawSession for LinuxSession {
 
     fn backend_state(&self) -> serde_json::Value {
         serde_json::to_value(&self.state).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn input_dir(&self) -> Option<PathBuf> {
+        Some(self.input_dir_path())
     }
 }
 

@@ -264,6 +264,55 @@ fn probe_checks(args: &[String]) -> i32 {
         .collect();
     all &= check("net", names == ["lo"], format!("interfaces {names:?}"));
 
+    // --- isolated input mount: readable, not writable, outside the workspace ---
+    let input = get("input");
+    if !input.is_empty() {
+        let prompt = format!("{input}/prompt");
+        let nonce = get("input_nonce");
+        match std::fs::read(&prompt) {
+            Ok(b) => {
+                all &= check(
+                    "input",
+                    b == nonce.as_bytes(),
+                    format!(
+                        "read {prompt}: content matches the host's nonce: {}",
+                        b == nonce.as_bytes()
+                    ),
+                )
+            }
+            Err(e) => all &= check("input", false, format!("read {prompt}: {}", io_errno(&e))),
+        }
+        match std::fs::OpenOptions::new().write(true).open(&prompt) {
+            Ok(_) => all &= check("input", false, format!("opened {prompt} for writing")),
+            Err(e) => {
+                all &= check(
+                    "input",
+                    true,
+                    format!("{prompt} not writable ({})", io_errno(&e)),
+                )
+            }
+        }
+        let extra = format!("{input}/written-from-sandbox");
+        match std::fs::write(&extra, b"x") {
+            Ok(()) => all &= check("input", false, format!("created {extra}")),
+            Err(e) => {
+                all &= check(
+                    "input",
+                    true,
+                    format!("cannot create files in {input} ({})", io_errno(&e)),
+                )
+            }
+        }
+        let workspace = get("workspace");
+        let outside =
+            !workspace.is_empty() && !std::path::Path::new(&input).starts_with(&workspace);
+        all &= check(
+            "input",
+            outside,
+            format!("input mount {input} is outside the workspace {workspace}"),
+        );
+    }
+
     // --- gateway listener: the one port the host serves inside our network namespace ---
     if let Ok(port) = get("gateway").parse::<u16>() {
         let r = TcpStream::connect_timeout(

@@ -388,12 +388,21 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
     );
     kv("tree", "1".into());
     kv("gateway", GATEWAY_PROBE_PORT.to_string());
+    // The isolated input mount: a host directory bound read-only outside the workspace, as the
+    // backend does for launch input files (a `file` prompt).
+    let input_dir = TempDir::new("input").map_err(|e| format!("temp dir: {e}"))?;
+    let input_nonce = format!("stockade-probe-input-{}", std::process::id());
+    std::fs::write(input_dir.0.join("prompt"), &input_nonce)
+        .map_err(|e| format!("plant input: {e}"))?;
+    kv("input", input_dir.0.display().to_string());
+    kv("input_nonce", input_nonce.clone());
 
     let (out_r, out_w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
     let (in_r, mut in_w) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
     let err_w = out_w.try_clone().map_err(|e| format!("pipe: {e}"))?;
     let mut spec = LaunchSpec::new(canary.clone().into_os_string(), args, &ws.0)
         .with_ro(canary.clone())
+        .with_ro(input_dir.0.clone())
         .with_env("HOME", crate::SANDBOX_HOME)
         .with_env("PATH", crate::DEFAULT_PATH)
         .with_listener(GATEWAY_PROBE_PORT)
@@ -498,6 +507,14 @@ fn run_probe(canary: &Path, ceilings: bool) -> Result<ProbeOutcome, String> {
             "gateway probe thread panicked".into(),
         )),
     }
+    let input_intact = std::fs::read(input_dir.0.join("prompt"))
+        .is_ok_and(|b| b == input_nonce.as_bytes())
+        && !input_dir.0.join("written-from-sandbox").exists();
+    checks.push((
+        "input".into(),
+        input_intact,
+        "host input directory unchanged".into(),
+    ));
     let wrote = secret_dir.0.join("written-from-sandbox").exists();
     checks.push(("fs".into(), !wrote, "host secret dir unchanged".into()));
 
@@ -653,13 +670,26 @@ fn assemble(
             s => s,
         },
     );
-    caps.set(
-        Protection::IsolatedInputMount,
-        unavailable(
-            "isolated input mounts are not implemented by this backend",
+    let input = match (
+        status(
+            "input",
+            "isolated-input-mount",
             Protection::IsolatedInputMount.default_remedy(),
         ),
-    );
+        caps.is_enforced(Protection::FilesystemIsolation),
+    ) {
+        (ProtectionStatus::Enforced { evidence }, true) => ProtectionStatus::Enforced {
+            evidence: format!(
+                "{evidence}: a host directory bound read-only outside the workspace was readable, not writable, and unchanged on the host afterwards"
+            ),
+        },
+        (ProtectionStatus::Enforced { .. }, false) => unavailable(
+            "the input mount held, but filesystem isolation is not proven",
+            Protection::IsolatedInputMount.default_remedy(),
+        ),
+        (s, _) => s,
+    };
+    caps.set(Protection::IsolatedInputMount, input);
     if ceilings {
         resource_ceilings(&mut caps, &mut checks);
     } else {

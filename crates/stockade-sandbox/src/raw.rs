@@ -1,5 +1,6 @@
 //! The minimal surface a backend implements.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -84,6 +85,10 @@ pub struct Launch {
     pub loopback_ports: Vec<u16>,
     /// Wall-time budget after which the backend kills the whole process tree.
     pub wall_time: Option<Duration>,
+    /// Files placed in the session's isolated input mount before the program starts (name →
+    /// bytes): read-only inside the sandbox, outside the workspace, never part of the
+    /// candidate. Refused by a backend without one ([`RawSession::input_dir`] is `None`).
+    pub input_files: BTreeMap<String, Vec<u8>>,
 }
 
 /// How a sandboxed program ended.
@@ -153,6 +158,11 @@ pub trait RawSession: Send {
     /// Backend-private state persisted in the session record so the session can be
     /// reattached (paths of its writable layer and so on).
     fn backend_state(&self) -> serde_json::Value;
+
+    /// Where [`Launch::input_files`] appear inside the sandbox: an isolated input mount,
+    /// read-only, outside the workspace and so excluded from capture by construction. `None`
+    /// when the backend has none (then `file` prompt transport stays refused).
+    fn input_dir(&self) -> Option<PathBuf>;
 }
 
 /// A running program.

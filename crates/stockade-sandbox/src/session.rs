@@ -372,6 +372,7 @@ impl Session {
             },
             loopback_ports: Vec::new(),
             wall_time: Some(options.deadline),
+            input_files: std::collections::BTreeMap::new(),
         };
         let prepared = self.prepare_launch(launch);
         let process = self.launch(prepared)?;
@@ -417,6 +418,12 @@ impl Session {
     /// The merged workspace view as a host directory.
     pub fn workspace_view(&self) -> Option<std::path::PathBuf> {
         self.raw.workspace_view()
+    }
+
+    /// Where launch input files appear inside the sandbox (the isolated input mount), if the
+    /// backend has one.
+    pub fn input_dir(&self) -> Option<std::path::PathBuf> {
+        self.raw.input_dir()
     }
 }
 

@@ -261,6 +261,9 @@ impl RawSession for DoubleSession {
     fn backend_state(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    fn input_dir(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// One HTTP/1.1 request through the gateway listener, as an SDK inside a sandbox would send it:

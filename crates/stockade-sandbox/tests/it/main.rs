@@ -152,6 +152,9 @@ impl RawSession for DirSession {
     fn backend_state(&self) -> serde_json::Value {
         serde_json::json!({ "dir": self.dir })
     }
+    fn input_dir(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 impl Backend for DirBackend {
@@ -393,6 +396,7 @@ fn revision_fences_delayed_launches() {
         stdin: StdinMode::Null,
         loopback_ports: vec![],
         wall_time: None,
+        input_files: BTreeMap::new(),
     };
     let early = s.prepare_launch(launch.clone());
     s.advance_revision().unwrap();
