@@ -20,6 +20,8 @@ use std::process::Command;
 use stockade_orchestrator::demo::build_demo_repo;
 use stockade_orchestrator::model_server::{ModelServerConfig, ScriptedModelServer, ScriptedReply};
 
+use crate::support::is_root;
+
 const MINI: &str = "/opt/stockade-venvs/mini-swe-agent/bin/mini";
 
 fn skip_or_fail(why: &str) -> bool {
@@ -29,17 +31,6 @@ fn skip_or_fail(why: &str) -> bool {
     );
     eprintln!("SKIPPED (loudly): agent_e2e: {why}");
     false
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 fn workspace_root() -> PathBuf {

@@ -12,30 +12,7 @@ use stockade_sandbox::{
 };
 use stockade_sandbox_linux::backend::LinuxBackend;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Session overlays are mounted on the host, which needs root; outside CI a non-root run says
-/// so loudly, under `CI=true` it fails.
-fn require_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI=true: the Linux backend session tests need root"
-    );
-    eprintln!("SKIPPED (loudly): Linux backend session tests need root to mount overlays");
-    false
-}
+use crate::support::require_root;
 
 fn policy(disk: u64, wall_secs: u64) -> stockade_policy::SandboxPolicy {
     let preset = stockade_policy::load_preset(
@@ -123,7 +100,7 @@ fn mounted(path: &Path) -> bool {
 
 #[test]
 fn session_is_an_overlay_whose_upper_layer_is_the_candidate() {
-    if !require_root() {
+    if !require_root("the Linux backend session tests (overlays are host mounts)") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -237,7 +214,7 @@ fn session_is_an_overlay_whose_upper_layer_is_the_candidate() {
 
 #[test]
 fn session_writes_are_bounded_by_the_disk_ceiling_and_wall_time_kills() {
-    if !require_root() {
+    if !require_root("the Linux backend session tests (overlays are host mounts)") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

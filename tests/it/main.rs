@@ -19,4 +19,5 @@ mod escape;
 mod escape_kernel;
 mod gateway_e2e;
 mod orchestrator_run;
+mod support;
 mod workspace;

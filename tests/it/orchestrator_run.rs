@@ -13,28 +13,7 @@ use std::time::{Duration, Instant};
 
 use stockade_orchestrator::demo::{DemoRepo, build_demo_repo};
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn require_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "CI=true: stockade run tests need root (session overlays)"
-    );
-    eprintln!("SKIPPED (loudly): stockade run tests need root to mount session overlays");
-    false
-}
+use crate::support::require_root;
 
 struct Env {
     dir: tempfile::TempDir,
@@ -138,7 +117,7 @@ const NO_NET: &str = r#"{ mode = "none" }"#;
 
 #[test]
 fn a_scripted_agent_is_captured_from_outside_and_the_patch_applies() {
-    if !require_root() {
+    if !require_root("stockade run tests (session overlays)") {
         return;
     }
     let env = Env::new();
@@ -229,7 +208,7 @@ fn a_scripted_agent_is_captured_from_outside_and_the_patch_applies() {
 
 #[test]
 fn refusals_exit_10_before_any_worker_starts() {
-    if !require_root() {
+    if !require_root("stockade run tests (session overlays)") {
         return;
     }
     let env = Env::new();
@@ -272,7 +251,7 @@ fn refusals_exit_10_before_any_worker_starts() {
 /// becomes part of the candidate.
 #[test]
 fn file_prompt_arrives_through_the_isolated_input_mount() {
-    if !require_root() {
+    if !require_root("stockade run tests (session overlays)") {
         return;
     }
     let env = Env::new();
@@ -297,7 +276,7 @@ fn file_prompt_arrives_through_the_isolated_input_mount() {
 
 #[test]
 fn the_wall_time_budget_kills_the_whole_tree() {
-    if !require_root() {
+    if !require_root("stockade run tests (session overlays)") {
         return;
     }
     let env = Env::new();
@@ -332,7 +311,7 @@ fn the_wall_time_budget_kills_the_whole_tree() {
 
 #[test]
 fn sigterm_cancels_kills_the_tree_and_leaves_an_incomplete_record() {
-    if !require_root() {
+    if !require_root("stockade run tests (session overlays)") {
         return;
     }
     let env = Env::new();
