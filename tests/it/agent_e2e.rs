@@ -20,7 +20,7 @@ use std::process::Command;
 use stockade_orchestrator::demo::build_demo_repo;
 use stockade_orchestrator::model_server::{ModelServerConfig, ScriptedModelServer, ScriptedReply};
 
-use crate::support::is_root;
+use crate::support::{git, is_root};
 
 const MINI: &str = "/opt/stockade-venvs/mini-swe-agent/bin/mini";
 
@@ -190,36 +190,24 @@ network = {{ mode = "bounded", destinations = ["{origin}"] }}
 
     // The patch applies to a fresh checkout of the base commit and the test passes.
     let clone = dir.path().join("clone");
-    let git = |args: &[&str], cwd: &Path| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(cwd)
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     git(
+        dir.path(),
         &[
             "clone",
             "-q",
             repo.path.to_str().unwrap(),
             clone.to_str().unwrap(),
         ],
-        dir.path(),
     );
-    git(&["checkout", "-q", &repo.commit], &clone);
+    git(&clone, &["checkout", "-q", &repo.commit]);
     let before = Command::new("/usr/bin/python3")
         .arg("test_calc.py")
         .current_dir(&clone)
         .output()
         .unwrap();
     assert!(!before.status.success(), "the base commit's test must fail");
-    git(&["apply", "--check", patch.to_str().unwrap()], &clone);
-    git(&["apply", patch.to_str().unwrap()], &clone);
+    git(&clone, &["apply", "--check", patch.to_str().unwrap()]);
+    git(&clone, &["apply", patch.to_str().unwrap()]);
     let after = Command::new("/usr/bin/python3")
         .arg("test_calc.py")
         .current_dir(&clone)

@@ -18,30 +18,9 @@ use stockade_capture::{
 use stockade_manifest::{ChangeKind, Completion, RejectReason};
 use stockade_policy::{PathPattern, PathScope, ScopeDecision};
 
-const SECRET: &[u8] = b"HOST-SECRET-7c1f9e2a-never-in-artifacts";
+use crate::support::git;
 
-fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .env("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+const SECRET: &[u8] = b"HOST-SECRET-7c1f9e2a-never-in-artifacts";
 
 /// A file system node as seen from outside, never following links.
 #[derive(Debug, Clone, PartialEq, Eq)]

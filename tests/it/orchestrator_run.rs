@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use stockade_orchestrator::demo::{DemoRepo, build_demo_repo};
 
-use crate::support::require_root;
+use crate::support::{git, require_root};
 
 struct Env {
     dir: tempfile::TempDir,
@@ -168,28 +168,16 @@ fn a_scripted_agent_is_captured_from_outside_and_the_patch_applies() {
         "{patch_text}"
     );
     let clone = env.path("clone");
-    let git = |args: &[&str], cwd: &Path| {
-        let o = Command::new("git")
-            .args(args)
-            .current_dir(cwd)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
     git(
+        env.dir.path(),
         &[
             "clone",
             "-q",
             env.repo.path.to_str().unwrap(),
             clone.to_str().unwrap(),
         ],
-        env.dir.path(),
     );
-    git(&["apply", patch.to_str().unwrap()], &clone);
+    git(&clone, &["apply", patch.to_str().unwrap()]);
     let test = Command::new("/usr/bin/python3")
         .arg("test_calc.py")
         .current_dir(&clone)
@@ -201,7 +189,7 @@ fn a_scripted_agent_is_captured_from_outside_and_the_patch_applies() {
         String::from_utf8_lossy(&test.stderr)
     );
     // The canonical repository was never written.
-    git(&["fsck", "--strict", "--no-dangling"], &env.repo.path);
+    git(&env.repo.path, &["fsck", "--strict", "--no-dangling"]);
     let head = std::fs::read_to_string(env.repo.path.join("refs/heads/main")).unwrap();
     assert_eq!(head.trim(), env.repo.commit);
 }
