@@ -804,7 +804,8 @@ mod exec {
     }
 
     /// SIGKILL of the supervisor itself: the worker tree dies with it (PID namespace and
-    /// parent-death signal), and the next `stockade exec` sweeps the cgroup it left.
+    /// parent-death signal), and the next `stockade exec` with a ceiling sweeps the cgroup it
+    /// left.
     #[test]
     fn exec_supervisor_sigkill_leaves_nothing_after_the_next_start() {
         let Some((host, _serial)) = host() else {
@@ -845,8 +846,9 @@ mod exec {
             mounts.contains(&area),
             !cgroups_of(&host, sup.id()).is_empty()
         );
-        // The next start sweeps what the dead supervisor left in the cgroup tree and mounts.
-        let r = exec(&ws, &[], &["/bin/true"]);
+        // The next start that sets up ceilings sweeps what the dead supervisor left in the
+        // cgroup tree and mounts.
+        let r = exec(&ws, &["--pids", "64"], &["/bin/true"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         let left = cgroups_of(&host, sup.id());
         assert!(left.is_empty(), "cgroups left after the sweep: {left:?}");

@@ -11,6 +11,7 @@
 )]
 
 mod agent_e2e;
+mod attestation;
 mod backend;
 mod capture;
 mod ceilings;

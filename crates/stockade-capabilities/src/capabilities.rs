@@ -115,7 +115,10 @@ pub struct HostFacts {
 ///
 /// This value is *evidence*, not authority: whoever builds it is trusted to have run the
 /// self-tests it reports. Only the backend's own self-test should construct one that is handed
-/// to [`admit`](crate::admit); never admit from a deserialized report.
+/// to [`admit`](crate::admit): live in this process, or shared by an earlier process of the
+/// same boot through the backend's private store under the rules of ADR-0015 (same host key,
+/// fresh, only successes, only the caller's uid could have written it). Never admit from a
+/// report that came from anywhere else (a file a user passes, a network peer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxCapabilities {

@@ -57,6 +57,11 @@ pub struct ExecArgs {
     /// Write a JSON report of the run to FILE.
     #[arg(long, value_name = "FILE")]
     json_report: Option<PathBuf>,
+    /// Prove every protection with a live probe in this process instead of reusing the
+    /// attestation a recent process of this boot made on the same host, binary and user
+    /// (ADR-0015); the fresh outcome is shared for later calls.
+    #[arg(long)]
+    live_probe: bool,
     /// The program and its arguments (after `--`).
     #[arg(
         required = true,
@@ -110,12 +115,26 @@ pub fn run(args: ExecArgs) -> i32 {
         required.insert(Protection::WritableDisk);
         limits.push("disk");
     }
-    // Ceiling canaries run only when a ceiling is requested (they take the longest).
-    let outcome = if required.is_empty() {
-        stockade_sandbox_linux::probe_isolation()
+    // Ceiling canaries run only when a ceiling is requested (they take the longest). A live
+    // probe made by a recent process of this boot on the same host key is reused (ADR-0015);
+    // the launch's own seal still checks the worker's restrictions before exec.
+    use stockade_sandbox_linux::shared::{self, Scope};
+    let scope = if required.is_empty() {
+        Scope::Isolation
     } else {
-        stockade_sandbox_linux::probe()
+        Scope::Full
     };
+    let max_age = if args.live_probe {
+        Duration::ZERO
+    } else {
+        shared::DEFAULT_MAX_AGE
+    };
+    let attested = shared::probe_shared(scope, max_age);
+    if let Some(w) = &attested.warning {
+        eprintln!("stockade: warning: attestation not shared: {w}");
+    }
+    let attestation = serde_json::to_value(&attested.source).unwrap_or_default();
+    let outcome = attested.outcome;
     let caps = &outcome.capabilities;
     if let Err(refusal) = admit_protections(caps, &required) {
         eprintln!("stockade: refused: {refusal}");
@@ -125,6 +144,7 @@ pub fn run(args: ExecArgs) -> i32 {
                 "outcome": "refused",
                 "exit_code": codes::REFUSED,
                 "missing": refusal.missing_protections().iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+                "attestation": attestation,
             }),
         );
         return codes::REFUSED;
@@ -227,6 +247,8 @@ pub fn run(args: ExecArgs) -> i32 {
         pids: args.pids,
         disk_bytes: args.disk,
         wall: args.wall,
+        // Usage numbers for the report come from the worker cgroup.
+        account: args.json_report.is_some(),
     };
     let area_dir = stockade_sandbox_linux::disk::run_area_dir(&std::env::temp_dir());
     let mut ceilings = match RunCeilings::prepare(run_limits, "exec", &area_dir) {
@@ -240,9 +262,7 @@ pub fn run(args: ExecArgs) -> i32 {
             return codes::SETUP_FAILED;
         }
     };
-    if let Some(hook) = ceilings.attach_hook() {
-        spec = spec.with_before_release(Box::new(hook));
-    }
+    spec = ceilings.place(spec);
     if let Some(area) = ceilings.area() {
         eprintln!(
             "stockade: note: --disk makes the workspace copy-on-write: the program's writes to it and to /tmp land in one {}-byte layer that is discarded after the run",
@@ -409,6 +429,7 @@ pub fn run(args: ExecArgs) -> i32 {
                     "limits_requested": limits,
                     "not_in_force": not_in_force,
                     "cleanup_errors": cleanup_errors,
+                    "attestation": attestation,
                     "gateway": if gateway_plan.routes.is_empty() { serde_json::Value::Null } else { serde_json::json!({"origins": gateway_plan.lines, "requests": gateway_audit}) },
                 });
                 if let Some(extra) = extra.as_object() {

@@ -4,7 +4,19 @@ use stockade_capabilities::{Protection, ProtectionStatus};
 
 /// Runs the probe and prints the table (or JSON). Exit 0 only when all eight ADR-0017 bits hold.
 pub fn run(json: bool) -> i32 {
-    let outcome = stockade_sandbox_linux::probe();
+    // Always live; the fresh outcome replaces the one later `stockade exec` calls reuse.
+    let shared = stockade_sandbox_linux::shared::probe_shared(
+        stockade_sandbox_linux::shared::Scope::Full,
+        std::time::Duration::ZERO,
+    );
+    if let Some(w) = &shared.warning {
+        eprintln!("stockade: warning: attestation not shared: {w}");
+    }
+    let shared_at = match &shared.source {
+        stockade_sandbox_linux::shared::Source::Live { shared_at } => shared_at.clone(),
+        stockade_sandbox_linux::shared::Source::Shared { .. } => None,
+    };
+    let outcome = shared.outcome;
     let caps = &outcome.capabilities;
     let all = Protection::ADR_0017.iter().all(|p| caps.is_enforced(*p));
     if json {
@@ -12,6 +24,7 @@ pub fn run(json: bool) -> i32 {
             "all_adr_0017_enforced": all,
             "capabilities": caps,
             "checks": outcome.checks,
+            "shared_at": shared_at,
         });
         println!(
             "{}",
@@ -43,6 +56,16 @@ pub fn run(json: bool) -> i32 {
                 "are NOT enforced: agent runs will be refused"
             }
         );
+        match &shared_at {
+            Some(p) => println!(
+                "attestation shared with `stockade exec` calls of this boot for {} min: {}",
+                stockade_sandbox_linux::shared::DEFAULT_MAX_AGE.as_secs() / 60,
+                p.display()
+            ),
+            None => {
+                println!("attestation not shared (a self-test failed or there is no private store)")
+            }
+        }
     }
     if all { 0 } else { 1 }
 }

@@ -538,7 +538,7 @@ impl RawSession for LinuxSession {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let workspace = WorkspaceView::Bind(self.merged.clone());
-        let mut spec = LaunchSpec::new(
+        let spec = LaunchSpec::new(
             OsString::from(program),
             args.iter().map(OsString::from).collect(),
             self.merged.clone(),
@@ -549,8 +549,8 @@ impl RawSession for LinuxSession {
             stdin: stdin_r.or_else(|| fs::File::open("/dev/null").ok().map(OwnedFd::from)),
             stdout: Some(out_w),
             stderr: Some(err_w),
-        })
-        .with_before_release(Box::new(cgroup.attach_hook()));
+        });
+        let mut spec = cgroup.place(spec);
         if let Some(cwd) = &launch.cwd {
             let _ = cgroup.remove();
             return Err(SandboxError::Unsupported {

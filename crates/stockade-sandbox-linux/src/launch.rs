@@ -9,6 +9,7 @@ use std::ffi::{CString, OsString};
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -126,6 +127,7 @@ struct Prepared {
     env: Vec<CString>,
     listen_ports: Vec<u16>,
     before_release: Option<crate::spec::BeforeRelease>,
+    placement: Option<crate::spec::Placement>,
     setup_timeout: Duration,
     program: String,
     uid: u32,
@@ -244,6 +246,7 @@ fn prepare(spec: LaunchSpec) -> Result<Prepared, LaunchError> {
         env,
         listen_ports: spec.listen_ports,
         before_release: spec.before_release,
+        placement: spec.placement,
         setup_timeout: spec.setup_timeout,
         program: String::from_utf8_lossy(prog).into_owned(),
         uid,
@@ -273,6 +276,28 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
     } else {
         Some(sys::seqpacket_pair().map_err(sys_err("socketpair"))?)
     };
+    // Cgroup placement: open every `tasks` file here; the child writes into them.
+    let mut cgroup_tasks: Vec<OwnedFd> = Vec::new();
+    if let Some(pl) = &p.placement {
+        if pl.tasks_files.len() > crate::spec::Placement::MAX {
+            return Err(LaunchError::InvalidSpec(format!(
+                "a placement names {} cgroup hierarchies; at most {}",
+                pl.tasks_files.len(),
+                crate::spec::Placement::MAX
+            )));
+        }
+        for f in &pl.tasks_files {
+            let fd = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(f)
+                .map_err(|e| LaunchError::Sys {
+                    what: "open a cgroup tasks file",
+                    source: e,
+                })?;
+            cgroup_tasks.push(OwnedFd::from(fd));
+        }
+    }
     let argv_ptrs: Vec<*const libc::c_char> = p
         .argv
         .iter()
@@ -304,6 +329,7 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
         listen_ports: p.listen_ports.clone(),
         landlock: p.landlock,
         seccomp: p.seccomp,
+        cgroup_tasks: cgroup_tasks.iter().map(sys::raw).collect(),
         exec_paths: p.exec_paths,
         argv: argv_ptrs,
         envp: envp_ptrs,
@@ -321,6 +347,7 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
         pa
     });
     drop(p.spec_stdio);
+    drop(cgroup_tasks);
     let mut worker = Worker {
         pid: cloned.pid,
         pidfd: cloned.pidfd,
@@ -383,6 +410,15 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
                 .get(fail.index as usize)
                 .map(|s| format!(" ({})", s.describe()))
                 .unwrap_or_default(),
+            Stage::Seal => format!(" ({})", crate::plan::seal_check_name(fail.index)),
+            Stage::Cgroup => match p
+                .placement
+                .as_ref()
+                .and_then(|pl| pl.tasks_files.get(fail.index as usize))
+            {
+                Some(f) => format!(" (join {})", f.display()),
+                None => " (enter a new cgroup namespace)".to_owned(),
+            },
             _ if fail.index != 0 => format!(" (#{})", fail.index),
             _ => String::new(),
         };

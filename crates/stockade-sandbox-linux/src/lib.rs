@@ -32,6 +32,7 @@ pub mod overlay;
 mod plan;
 pub mod probe;
 pub mod seccomp;
+pub mod shared;
 mod spec;
 #[allow(unsafe_code)]
 mod sys;
@@ -41,7 +42,7 @@ pub use error::LaunchError;
 pub use landlock::{LandlockSupport, describe as describe_landlock};
 pub use launch::{DEFAULT_PATH, ExitStatus, Worker, launch};
 pub use probe::{probe, probe_isolation};
-pub use spec::{BeforeRelease, LaunchSpec, Stdio, TmpDir, WorkspaceView};
+pub use spec::{BeforeRelease, LaunchSpec, Placement, Stdio, TmpDir, WorkspaceView};
 
 /// Home directory of the sandbox user (inside the private `/tmp`).
 pub const SANDBOX_HOME: &str = plan::SANDBOX_HOME;

@@ -111,6 +111,8 @@ pub(crate) enum Stage {
     Seccomp = 13,
     CloseFds = 14,
     Exec = 15,
+    Seal = 16,
+    Cgroup = 17,
 }
 
 impl Stage {
@@ -131,6 +133,8 @@ impl Stage {
             13 => Stage::Seccomp,
             14 => Stage::CloseFds,
             15 => Stage::Exec,
+            16 => Stage::Seal,
+            17 => Stage::Cgroup,
             _ => return None,
         })
     }
@@ -153,7 +157,23 @@ impl Stage {
             Stage::Seccomp => "seccomp filter",
             Stage::CloseFds => "close inherited descriptors",
             Stage::Exec => "execve",
+            Stage::Seal => "self-check before exec",
+            Stage::Cgroup => "cgroup placement",
         }
+    }
+}
+
+/// What the seal check numbered `index` verifies (see `sys::child::seal`).
+pub(crate) fn seal_check_name(index: u32) -> String {
+    match index {
+        1 => "no_new_privs is not set".into(),
+        2 => "seccomp is not in filter mode".into(),
+        3 => "a capability set is not empty".into(),
+        4 => "the ambient capability set is not empty".into(),
+        5 => "the seccomp filter did not answer a denied call with EPERM".into(),
+        6 => "landlock did not refuse a write to /proc/self/comm".into(),
+        i if i >= 100 => format!("capability {} is still in the bounding set", i - 100),
+        i => format!("check #{i}"),
     }
 }
 

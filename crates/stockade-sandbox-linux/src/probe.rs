@@ -5,6 +5,8 @@
 //! must call [`crate::canary::run_if_requested`] first thing in `main` (the `stockade` binary
 //! does). [`probe_with`] takes an explicit canary binary. Every step is bounded by a timeout:
 //! a probe never hangs; a step that times out makes its protections unavailable.
+//! [`crate::shared`] shares a successful outcome with later processes of the same boot and
+//! host key (ADR-0015).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};

@@ -93,6 +93,8 @@ pub struct LaunchSpec {
     pub stdio: Stdio,
     /// Hook run with the child PID before the child is released.
     pub before_release: Option<BeforeRelease>,
+    /// Cgroups the worker is forked inside (see [`Placement`]).
+    pub placement: Option<Placement>,
     /// Upper bound for the whole setup (clone to exec); the child is killed past it.
     pub setup_timeout: Duration,
 }
@@ -133,6 +135,7 @@ impl LaunchSpec {
             restrict_tcp_connect: true,
             stdio: Stdio::Inherit,
             before_release: None,
+            placement: None,
             setup_timeout: Duration::from_secs(10),
         }
     }
@@ -178,6 +181,12 @@ impl LaunchSpec {
     /// Sets the before-release hook (for example: add the PID to a cgroup).
     pub fn with_before_release(mut self, hook: BeforeRelease) -> Self {
         self.before_release = Some(hook);
+        self
+    }
+
+    /// Sets the cgroup placement (see [`Placement`]).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = Some(placement);
         self
     }
 
@@ -278,4 +287,26 @@ fn check_target(p: &Path, what: &str) -> Result<(), LaunchError> {
         }
     }
     Ok(())
+}
+
+/// Puts the worker into its cgroups from the inside (cgroup v1).
+///
+/// Moving a process into a cgroup by writing its pid to `cgroup.procs` takes the kernel's
+/// global threadgroup lock for writing, which waits for an RCU grace period: several
+/// milliseconds on an idle host, the largest single cost of a launch. A single-threaded
+/// process moving *itself* through a v1 `tasks` file (writing `0`) needs no such lock. So the
+/// launcher opens every `tasks` file before `clone` (the descriptors carry its credentials for
+/// the kernel's permission check and close at `exec`), and the child, first thing after it is
+/// released and before any other setup step, writes `0` into each, then enters its own cgroup
+/// namespace rooted there. A failed write fails the launch. On cgroup v2 there is no such
+/// file (`cgroup.threads` needs threaded mode); the before-release hook attaches instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// v1 `tasks` files, one per hierarchy (at most [`Placement::MAX`]).
+    pub tasks_files: Vec<PathBuf>,
+}
+
+impl Placement {
+    /// Most hierarchies one placement may name.
+    pub const MAX: usize = 8;
 }

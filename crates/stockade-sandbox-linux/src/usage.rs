@@ -166,6 +166,10 @@ pub struct RunLimits {
     pub disk_bytes: Option<u64>,
     /// Wall-time budget (`--wall`).
     pub wall: Option<Duration>,
+    /// Create a worker cgroup even without a cgroup ceiling, for the report's usage numbers
+    /// and cgroup-wide cancel (best effort: without one the PID namespace still takes the whole
+    /// tree down with the worker).
+    pub account: bool,
 }
 
 impl RunLimits {
@@ -231,6 +235,17 @@ impl RunCeilings {
         label: &str,
         area_dir: &std::path::Path,
     ) -> Result<Self, CeilingSetupError> {
+        if !limits.wants_cgroup() && !limits.account && limits.disk_bytes.is_none() {
+            // Nothing to set up: no cgroup, no writable area (and no sweep: the next run that
+            // sets up ceilings sweeps what crashed supervisors left).
+            return Ok(Self {
+                limits,
+                cgroup: None,
+                area_dir: None,
+                area: None,
+                watchdog: None,
+            });
+        }
         if let Some(base) = area_dir.parent() {
             crate::disk::sweep_stale_areas(base);
         }
@@ -270,9 +285,13 @@ impl RunCeilings {
         })
     }
 
-    /// The before-release hook placing the worker in its cgroup (`None` without a cgroup).
-    pub fn attach_hook(&self) -> Option<impl FnOnce(i32) -> Result<(), String> + Send + 'static> {
-        self.cgroup.as_ref().map(WorkerCgroup::attach_hook)
+    /// Makes `spec` start its worker in the run's cgroup (unchanged without one); see
+    /// [`WorkerCgroup::place`].
+    pub fn place(&self, spec: crate::LaunchSpec) -> crate::LaunchSpec {
+        match &self.cgroup {
+            Some(c) => c.place(spec),
+            None => spec,
+        }
     }
 
     /// The worker cgroup, if any.
@@ -479,6 +498,7 @@ mod tests {
             pids: Some(16),
             disk_bytes: Some(1 << 20),
             wall: Some(Duration::from_millis(400)),
+            account: false,
         };
         let mut rc = RunCeilings::prepare(limits, "unit-run", &area_dir).unwrap();
         let tmp = rc.area().unwrap().tmp();
@@ -503,8 +523,8 @@ mod tests {
             stdin: None,
             stdout: Some(null()),
             stderr: Some(null()),
-        })
-        .with_before_release(Box::new(rc.attach_hook().unwrap()));
+        });
+        let spec = rc.place(spec);
         let start = std::time::Instant::now();
         let mut w = crate::launch(spec).unwrap();
         assert!(rc.started());

@@ -61,7 +61,7 @@ impl CanaryLauncher for SandboxCanaries {
         cgroup: &WorkerCgroup,
     ) -> Result<Box<dyn CanaryProcess>, String> {
         let (program, args) = argv.split_first().ok_or("empty argv")?;
-        let mut spec = LaunchSpec::new(
+        let spec = LaunchSpec::new(
             *program,
             args.iter().map(|a| std::ffi::OsString::from(*a)).collect(),
             &self.workspace,
@@ -73,7 +73,7 @@ impl CanaryLauncher for SandboxCanaries {
             stdout: Some(dev_null()?),
             stderr: Some(dev_null()?),
         });
-        spec.before_release = Some(Box::new(cgroup.attach_hook()));
+        let spec = cgroup.place(spec);
         let w = crate::launch(spec).map_err(|e| e.to_string())?;
         Ok(Box::new(SandboxCanary(w)))
     }

@@ -1072,6 +1072,19 @@ impl WorkerCgroup {
         move |pid| dirs.add_pid(pid).map_err(|e| e.to_string())
     }
 
+    /// Makes `spec` start its worker in this cgroup, before the worker runs any instruction of
+    /// its program. On v1 the worker joins through the `tasks` files itself, which avoids the
+    /// RCU grace period that moving a process by pid costs (see [`crate::Placement`]); on v2
+    /// the launcher's before-release hook writes the pid to `cgroup.procs`.
+    pub fn place(&self, spec: crate::LaunchSpec) -> crate::LaunchSpec {
+        match &self.dirs {
+            Dirs::V1 { .. } => spec.with_placement(crate::Placement {
+                tasks_files: self.dirs.all().iter().map(|d| d.join("tasks")).collect(),
+            }),
+            Dirs::V2 { .. } => spec.with_before_release(Box::new(self.attach_hook())),
+        }
+    }
+
     /// Sets the CPU quota with a CFS period other than the default 100 ms (the CPU canary uses
     /// a short period so the quota binds quickly).
     pub(crate) fn set_cpu_period(&self, period_us: u64, quota_us: u64) -> Result<(), CgroupError> {

@@ -49,8 +49,9 @@ pub(crate) const NAMESPACE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
-    | libc::CLONE_NEWUTS
-    | libc::CLONE_NEWCGROUP;
+    | libc::CLONE_NEWUTS;
+// CLONE_NEWCGROUP is entered by the child itself with `unshare`, after its cgroup placement,
+// so the namespace is rooted at the worker's own cgroup (`child::run`).
 
 /// Result of [`clone_worker`] in the parent.
 pub(crate) struct Cloned {
