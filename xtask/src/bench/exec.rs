@@ -2,10 +2,10 @@
 //! `bwrap --unshare-all` with a comparable read-only root and `unshare -Urnpf --mount-proc`,
 //! alternating in one run; prints medians, p99 and ratios against bwrap.
 //!
-//! Note what each contender does: `stockade exec` also proves its protections (the probe's
-//! canary runs in its own sandbox) before every launch unless the attestation is cached (see
-//! ADR-0013), and enforces Landlock, seccomp and capability drop, which bwrap as invoked here
-//! does not.
+//! Note what each contender does: `stockade exec` reuses the attestation a recent process of
+//! this boot proved live on the same host key and seals each worker before exec (ADR-0015);
+//! `stockade exec --live-probe` proves its protections with a canary sandbox first (ADR-0013).
+//! Both enforce Landlock, seccomp and capability drop, which bwrap as invoked here does not.
 
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
@@ -133,6 +133,20 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             ],
         )
     };
+    // The same call proving its protections live instead of reusing this boot's attestation.
+    let stockade_live_run = || {
+        stats::time_command(
+            &st,
+            &[
+                "exec",
+                "--live-probe",
+                "--workspace",
+                &ws_s,
+                "--",
+                "/bin/true",
+            ],
+        )
+    };
     let bwrap_run = || stats::time_command(&bw, &bwrap_refs);
     let unshare_run = || stats::time_command(&un, &["-Urnpf", "--mount-proc", "/bin/true"]);
     let plain_run = || stats::time_command("/bin/true", &[]);
@@ -146,6 +160,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         &[
             ("stockade exec", &stockade_run),
             ("stockade exec + all limits", &stockade_limits_run),
+            ("stockade exec --live-probe", &stockade_live_run),
             ("bwrap --unshare-all", &bwrap_run),
             ("unshare -Urnpf --mount-proc", &unshare_run),
             ("stockade launch() in-process", &launcher_run),
@@ -156,7 +171,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     )?;
     print!("{}", stats::report(&samples, "bwrap --unshare-all"));
     println!(
-        "note: `stockade exec` proves isolation with a canary sandbox on every invocation (ADR-0013), so it pays two sandbox launches; a long-lived supervisor probes once and pays `launch()` per worker"
+        "note: `stockade exec` reuses the live probe a recent process of this boot made on the same host key and seals each worker before exec (ADR-0015); `--live-probe` proves isolation with a canary sandbox first (ADR-0013), paying two sandbox launches"
     );
     launcher.borrow_mut().stop();
     Ok(())
