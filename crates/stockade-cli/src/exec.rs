@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use stockade_capabilities::{Protection, admit_protections};
 use stockade_sandbox_linux::usage::{ExitOutcome, RunCeilings, RunLimits};
-use stockade_sandbox_linux::{ExitStatus, LaunchError, LaunchSpec, TmpDir, WorkspaceView, launch};
+use stockade_sandbox_linux::{
+    ExitStatus, LaunchError, LaunchSpec, TmpDir, WorkspaceView, launch, launch_from_main_thread,
+};
 
 use crate::codes;
 use crate::units::{parse_cpus, parse_duration, parse_size};
@@ -316,7 +318,8 @@ pub fn run(args: ExecArgs) -> i32 {
         let _ = ready_rx.recv();
     }
     let start = Instant::now();
-    let mut worker = match launch(spec) {
+    // `main` outlives the worker, so it may be the worker's parent (parent-death signal).
+    let mut worker = match launch_from_main_thread(spec) {
         Ok(w) => w,
         Err(e @ LaunchError::Exec { .. }) => {
             eprintln!("stockade: {e}");

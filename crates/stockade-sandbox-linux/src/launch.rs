@@ -170,6 +170,18 @@ pub fn launch(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
     rrx.recv().map_err(|_| LaunchError::LauncherGone)?
 }
 
+/// Like [`launch`], but clones on the calling thread instead of the shared launcher thread,
+/// which saves starting that thread in a process that launches once.
+///
+/// The worker's parent-death signal fires when the *thread* that cloned it exits, so call this
+/// only from a thread that outlives the worker: a program's main thread (`stockade exec`), never
+/// an async runtime's worker or blocking-pool thread.
+pub fn launch_from_main_thread(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
+    spec.normalize()?;
+    let prepared = prepare(spec)?;
+    launch_on_this_thread(prepared)
+}
+
 fn prepare(spec: LaunchSpec) -> Result<Prepared, LaunchError> {
     let (uid, gid) = sys::ids();
     let plan = plan::build(&spec, uid, gid)?;

@@ -40,7 +40,7 @@ pub mod usage;
 
 pub use error::LaunchError;
 pub use landlock::{LandlockSupport, describe as describe_landlock};
-pub use launch::{DEFAULT_PATH, ExitStatus, Worker, launch};
+pub use launch::{DEFAULT_PATH, ExitStatus, Worker, launch, launch_from_main_thread};
 pub use probe::{probe, probe_isolation};
 pub use spec::{BeforeRelease, LaunchSpec, Placement, Stdio, TmpDir, WorkspaceView};
 
