@@ -8,7 +8,7 @@
 //!
 //! - the record is bound to a [`HostKey`]: boot id, kernel release and build, the identity of
 //!   this executable (device, inode, size, modification and change times), effective uid and
-//!   gid, Landlock ABI, the caller's cgroup membership and the cgroup mounts, the namespace and
+//!   gid, Landlock ABI, the caller's cgroup membership and the cgroup hierarchies' devices, the
 //!   user-namespace sysctls, the active LSMs, loaded live patches and the scratch directory;
 //!   any difference means a new live probe;
 //! - it expires after a maximum age ([`DEFAULT_MAX_AGE`]);
@@ -161,36 +161,33 @@ impl HostKey {
             mtime: (exe.mtime(), exe.mtime_nsec()),
             ctime: (exe.ctime(), exe.ctime_nsec()),
         };
+        // Settings that decide whether unprivileged namespaces may be created. (Any other
+        // change that stops a namespace, mount, Landlock or seccomp step from working makes
+        // the launch itself fail closed; these are here so such a host is re-probed and
+        // refused with a remedy instead.)
         let mut sysctls = BTreeMap::new();
-        for dir in ["/proc/sys/user"] {
-            if let Ok(rd) = fs::read_dir(dir) {
-                for e in rd.flatten() {
-                    let p = e.path();
-                    sysctls.insert(p.display().to_string(), read_trim(&p.display().to_string()));
-                }
-            }
-        }
         for f in [
+            "/proc/sys/user/max_user_namespaces",
             "/proc/sys/kernel/unprivileged_userns_clone",
             "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-            "/proc/sys/kernel/seccomp/actions_avail",
-            "/proc/sys/kernel/yama/ptrace_scope",
-            "/proc/sys/fs/protected_symlinks",
         ] {
-            if Path::new(f).exists() {
-                sysctls.insert(f.to_owned(), read_trim(f));
+            if let Ok(v) = fs::read_to_string(f) {
+                sysctls.insert(f.to_owned(), v.trim().to_owned());
             }
         }
-        let cgroup_mounts = fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
-                l.split_once(" - ")
-                    .and_then(|(_, r)| r.split_whitespace().next())
-                    .is_some_and(|t| t == "cgroup" || t == "cgroup2")
-            })
-            .map(str::to_owned)
-            .collect();
+        // The cgroup hierarchies by superblock: remounting or replacing one changes its device.
+        let cgroup_mounts = [
+            "/sys/fs/cgroup",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup/memory",
+            "/sys/fs/cgroup/pids",
+            "/sys/fs/cgroup/cpu",
+            "/sys/fs/cgroup/cpuacct",
+            "/sys/fs/cgroup/freezer",
+        ]
+        .iter()
+        .filter_map(|p| fs::metadata(p).ok().map(|m| format!("{p} {}", m.dev())))
+        .collect();
         let mut livepatches: Vec<String> = fs::read_dir("/sys/kernel/livepatch")
             .map(|rd| {
                 rd.flatten()
@@ -396,7 +393,7 @@ pub fn share(
         capabilities: outcome.capabilities.clone(),
         checks: outcome.checks.clone(),
     };
-    let text = serde_json::to_string_pretty(&rec).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string(&rec).map_err(|e| e.to_string())?;
     let tmp = dir.join(format!(
         ".{}.{}.{:x}.tmp",
         scope.file_name(),
