@@ -307,6 +307,16 @@ fn launch_on_this_thread(p: Prepared) -> Result<Worker, LaunchError> {
                     what: "open a cgroup tasks file",
                     source: e,
                 })?;
+            // Only a file of a cgroup v1 hierarchy places anything: writing `0` to any other
+            // file would "succeed" and leave the worker outside its ceilings.
+            let on_cgroupfs =
+                rustix::fs::fstatfs(&fd).is_ok_and(|st| st.f_type == libc::CGROUP_SUPER_MAGIC);
+            if !on_cgroupfs || f.file_name().is_none_or(|n| n != "tasks") {
+                return Err(LaunchError::InvalidSpec(format!(
+                    "{} is not the tasks file of a cgroup v1 hierarchy",
+                    f.display()
+                )));
+            }
             cgroup_tasks.push(OwnedFd::from(fd));
         }
     }

@@ -139,3 +139,79 @@ fn setup_failure_names_the_stage() {
         "{err}"
     );
 }
+
+/// A placement that names anything but a cgroup v1 `tasks` file is refused before `clone`:
+/// writing `0` to an ordinary file would "succeed" and leave the worker outside its ceilings.
+#[test]
+fn placement_outside_cgroupfs_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let fake = ws.path().join("tasks");
+    std::fs::write(&fake, "").unwrap();
+    for tasks in [fake, ws.path().join("missing/tasks")] {
+        let spec = LaunchSpec::new("/bin/true", vec![], ws.path()).with_placement(
+            stockade_sandbox_linux::Placement {
+                tasks_files: vec![tasks.clone()],
+            },
+        );
+        let Err(err) = launch(spec) else {
+            panic!("{tasks:?}: the launch must be refused")
+        };
+        eprintln!("{err}");
+        assert!(
+            err.to_string().contains("tasks file") || err.to_string().contains("cgroup"),
+            "{tasks:?}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("tasks")).unwrap(),
+        "",
+        "nothing was written to the fake tasks file"
+    );
+}
+
+/// The worker is in the placed cgroup before its program runs (cgroup v1 hosts, root).
+#[test]
+fn placement_puts_the_worker_in_its_cgroup_before_exec() {
+    let base = std::path::Path::new("/sys/fs/cgroup/pids");
+    let root = rustix::process::geteuid().is_root();
+    if !root || !base.join("tasks").exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true") || !root,
+            "CI=true as root needs the v1 pids hierarchy"
+        );
+        eprintln!("SKIPPED: needs root and a cgroup v1 pids hierarchy");
+        return;
+    }
+    let dir = base.join(format!("stockade-it-placement-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (mut r, w) = pipe();
+    let spec = LaunchSpec::new(
+        "/bin/sh",
+        vec!["-c".into(), "cat /proc/self/cgroup".into()],
+        ws.path(),
+    )
+    .with_stdio(Stdio::Fds {
+        stdin: None,
+        stdout: Some(w),
+        stderr: None,
+    })
+    .with_placement(stockade_sandbox_linux::Placement {
+        tasks_files: vec![dir.join("tasks")],
+    });
+    let mut worker = launch(spec).unwrap();
+    let pid = worker.pid();
+    let members = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut r, &mut out).unwrap();
+    let st = worker.wait().unwrap();
+    let _ = std::fs::remove_dir(&dir);
+    assert_eq!(st, ExitStatus::Exited(0));
+    assert!(
+        members.lines().any(|l| l.trim() == pid.to_string()),
+        "worker {pid} not in the placed cgroup: {members:?}"
+    );
+    // Its own cgroup namespace is rooted there: it sees `/`, not the host path.
+    let pids_line = out.lines().find(|l| l.contains(":pids:")).unwrap_or("");
+    assert!(pids_line.ends_with(":/"), "{out}");
+}
