@@ -936,17 +936,34 @@ mod tests {
         u32::from_ne_bytes(b)
     }
 
+    fn no_new_privs() {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    }
+
+    fn install_filter(c: &ChildCtx) {
+        let prog = libc::sock_fprog {
+            len: c.seccomp.len() as libc::c_ushort,
+            filter: c.seccomp.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: `prog` points at a live BPF program.
+        unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+    }
+
     /// The seal is not decoration: each layer missing from a process is caught, in order.
     #[test]
     fn seal_catches_each_missing_layer() {
-        let filter = crate::seccomp::program().expect("filter");
-        let c = ctx(filter);
+        let c = ctx(crate::seccomp::program().expect("filter"));
         assert_eq!(seal_in_child(&c, |_| {}), seal_check::NO_NEW_PRIVS);
         assert_eq!(
-            seal_in_child(&c, |_| {
-                // SAFETY: prctl with integer arguments.
-                unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-            }),
+            seal_in_child(&c, |_| no_new_privs()),
             seal_check::SECCOMP_MODE
         );
         // A filter that allows everything: filter mode, but the denied call is not answered.
@@ -956,66 +973,22 @@ mod tests {
             jf: 0,
             k: libc::SECCOMP_RET_ALLOW,
         }]);
-        let install = |c: &ChildCtx| {
-            // SAFETY: prctl with integer arguments.
-            unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-            let prog = libc::sock_fprog {
-                len: c.seccomp.len() as libc::c_ushort,
-                filter: c.seccomp.as_ptr() as *mut libc::sock_filter,
-            };
-            // SAFETY: `prog` points at a live BPF program.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0u32,
-                    &prog as *const libc::sock_fprog,
-                )
-            };
+        let permissive = |c: &ChildCtx| {
+            no_new_privs();
             let _ = drop_capabilities();
+            install_filter(c);
         };
         assert_eq!(
-            seal_in_child(&allow_all, install),
+            seal_in_child(&allow_all, permissive),
             seal_check::FILTER_ANSWERS
         );
-        // The real filter with capabilities dropped seals (Landlock is not part of this ctx).
-        let dropped = |c: &ChildCtx| {
-            // SAFETY: prctl with integer arguments.
-            unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-            let _ = drop_capabilities();
-            let prog = libc::sock_fprog {
-                len: c.seccomp.len() as libc::c_ushort,
-                filter: c.seccomp.as_ptr() as *mut libc::sock_filter,
-            };
-            // SAFETY: `prog` points at a live BPF program.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0u32,
-                    &prog as *const libc::sock_fprog,
-                )
-            };
-        };
-        // The real filter, capabilities kept (this test runs as root): caught.
         if super::super::ids().0 == 0 {
-            assert_eq!(seal_in_child(&c, dropped), 0);
+            // The same steps with the real filter seal (Landlock is not in this ctx).
+            assert_eq!(seal_in_child(&c, permissive), 0);
+            // The real filter, capabilities kept (this test runs as root): caught.
             let kept = |c: &ChildCtx| {
-                // SAFETY: prctl with integer arguments.
-                unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
-                let prog = libc::sock_fprog {
-                    len: c.seccomp.len() as libc::c_ushort,
-                    filter: c.seccomp.as_ptr() as *mut libc::sock_filter,
-                };
-                // SAFETY: `prog` points at a live BPF program.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_seccomp,
-                        libc::SECCOMP_SET_MODE_FILTER,
-                        0u32,
-                        &prog as *const libc::sock_fprog,
-                    )
-                };
+                no_new_privs();
+                install_filter(c);
             };
             assert_eq!(seal_in_child(&c, kept), seal_check::CAPABILITY_SETS);
         } else {
