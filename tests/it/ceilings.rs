@@ -516,41 +516,11 @@ mod exec {
 
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};
-    use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
     use stockade_sandbox_linux::cgroup::{CgroupHost, cpu_allowance_us};
 
-    /// The `stockade` binary: `STOCKADE_BIN`, or built once into this test's target directory.
-    fn stockade() -> PathBuf {
-        static BIN: OnceLock<PathBuf> = OnceLock::new();
-        BIN.get_or_init(|| {
-            if let Some(p) = std::env::var_os("STOCKADE_BIN") {
-                return PathBuf::from(p);
-            }
-            let exe = std::env::current_exe().unwrap();
-            let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-            let target_dir = profile_dir.parent().unwrap();
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.current_dir(workspace)
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "stockade-cli",
-                    "--bin",
-                    "stockade",
-                ])
-                .env("CARGO_TARGET_DIR", target_dir);
-            if profile_dir.file_name().and_then(|s| s.to_str()) == Some("release") {
-                cmd.arg("--release");
-            }
-            assert!(cmd.status().unwrap().success(), "building stockade failed");
-            profile_dir.join("stockade")
-        })
-        .clone()
-    }
+    use crate::escape::stockade;
 
     /// The exec cases run one at a time: they judge host-wide state (mounts, processes).
     fn host() -> Option<(CgroupHost, std::sync::MutexGuard<'static, ()>)> {

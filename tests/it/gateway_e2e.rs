@@ -197,37 +197,6 @@ fn sandboxed_process_reaches_only_the_gateway_and_never_sees_the_credential() {
     );
 }
 
-/// The `stockade` binary of this build (built on demand, like the escape suite does).
-fn stockade_bin() -> std::path::PathBuf {
-    use std::path::Path;
-    if let Some(p) = std::env::var_os("STOCKADE_BIN") {
-        return p.into();
-    }
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let target_dir = profile_dir.parent().unwrap();
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let mut cmd = std::process::Command::new(env!("CARGO"));
-    cmd.current_dir(workspace)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "stockade-cli",
-            "--bin",
-            "stockade",
-        ])
-        .env("CARGO_TARGET_DIR", target_dir);
-    if profile_dir.file_name().and_then(|s| s.to_str()) == Some("release") {
-        cmd.arg("--release");
-    }
-    assert!(
-        cmd.status().unwrap().success(),
-        "building the stockade binary failed"
-    );
-    profile_dir.join("stockade")
-}
-
 #[test]
 fn stockade_exec_allow_origin_injects_a_header_the_program_never_sees() {
     if !std::path::Path::new("/usr/bin/curl").exists() {
@@ -242,7 +211,7 @@ fn stockade_exec_allow_origin_injects_a_header_the_program_never_sees() {
          curl -sS -m 3 {origin}/direct || echo direct-failed; \
          env; cat /proc/self/environ"
     );
-    let out = std::process::Command::new(stockade_bin())
+    let out = std::process::Command::new(crate::escape::stockade())
         .current_dir(workspace.path())
         .env("STOCKADE_E2E_AUTH", format!("Bearer {SECRET}"))
         .args([
@@ -300,7 +269,7 @@ fn stockade_exec_allow_origin_injects_a_header_the_program_never_sees() {
     );
 
     // A header for an origin that is not allowed is a usage error before anything runs.
-    let out = std::process::Command::new(stockade_bin())
+    let out = std::process::Command::new(crate::escape::stockade())
         .current_dir(workspace.path())
         .args([
             "exec",
