@@ -74,6 +74,19 @@ fn io_errno(e: &std::io::Error) -> String {
     e.raw_os_error().map_or_else(|| e.to_string(), errno_name)
 }
 
+/// One thing the canary must not manage: PASS, naming the errno, when `attempt` failed.
+fn denied<T>(
+    area: &str,
+    attempt: std::io::Result<T>,
+    done: impl std::fmt::Display,
+    refused: impl std::fmt::Display,
+) -> bool {
+    match attempt {
+        Ok(_) => check(area, false, done),
+        Err(e) => check(area, true, format!("{refused} ({})", io_errno(&e))),
+    }
+}
+
 fn status_field(name: &str) -> Option<String> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines().find_map(|l| {
@@ -94,37 +107,31 @@ fn probe_checks(args: &[String]) -> i32 {
 
     // --- filesystem isolation ---
     let secret = get("secret");
-    match std::fs::read(&secret) {
-        Ok(_) => all &= check("fs", false, format!("read planted host file {secret}")),
-        Err(e) => {
-            all &= check(
-                "fs",
-                true,
-                format!("planted host file {secret} unreadable ({})", io_errno(&e)),
-            )
-        }
-    }
+    all &= denied(
+        "fs",
+        std::fs::read(&secret),
+        format!("read planted host file {secret}"),
+        format!("planted host file {secret} unreadable"),
+    );
     let secret_dir = get("secret_dir");
     let escape = format!("{secret_dir}/written-from-sandbox");
-    match std::fs::write(&escape, b"x") {
-        Ok(()) => all &= check("fs", false, format!("wrote {escape}")),
-        Err(e) => {
-            all &= check(
-                "fs",
-                true,
-                format!("write into host dir refused ({})", io_errno(&e)),
-            )
-        }
-    }
+    all &= denied(
+        "fs",
+        std::fs::write(&escape, b"x"),
+        format!("wrote {escape}"),
+        "write into host dir refused",
+    );
     for p in [
         "/usr/stockade-canary",
         "/etc/stockade-canary",
         "/stockade-canary",
     ] {
-        match std::fs::write(p, b"x") {
-            Ok(()) => all &= check("fs", false, format!("wrote {p}")),
-            Err(e) => all &= check("fs", true, format!("write {p} refused ({})", io_errno(&e))),
-        }
+        all &= denied(
+            "fs",
+            std::fs::write(p, b"x"),
+            format!("wrote {p}"),
+            format!("write {p} refused"),
+        );
     }
     let ws = get("workspace");
     let probe_file = format!("{ws}/.stockade-canary");
@@ -282,27 +289,19 @@ fn probe_checks(args: &[String]) -> i32 {
             }
             Err(e) => all &= check("input", false, format!("read {prompt}: {}", io_errno(&e))),
         }
-        match std::fs::OpenOptions::new().write(true).open(&prompt) {
-            Ok(_) => all &= check("input", false, format!("opened {prompt} for writing")),
-            Err(e) => {
-                all &= check(
-                    "input",
-                    true,
-                    format!("{prompt} not writable ({})", io_errno(&e)),
-                )
-            }
-        }
+        all &= denied(
+            "input",
+            std::fs::OpenOptions::new().write(true).open(&prompt),
+            format!("opened {prompt} for writing"),
+            format!("{prompt} not writable"),
+        );
         let extra = format!("{input}/written-from-sandbox");
-        match std::fs::write(&extra, b"x") {
-            Ok(()) => all &= check("input", false, format!("created {extra}")),
-            Err(e) => {
-                all &= check(
-                    "input",
-                    true,
-                    format!("cannot create files in {input} ({})", io_errno(&e)),
-                )
-            }
-        }
+        all &= denied(
+            "input",
+            std::fs::write(&extra, b"x"),
+            format!("created {extra}"),
+            format!("cannot create files in {input}"),
+        );
         let workspace = get("workspace");
         let outside =
             !workspace.is_empty() && !std::path::Path::new(&input).starts_with(&workspace);

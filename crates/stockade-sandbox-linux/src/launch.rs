@@ -160,8 +160,7 @@ fn launcher() -> Result<mpsc::Sender<Job>, LaunchError> {
 ///
 /// Blocks until the worker has `exec`uted its program (or setup failed). Safe to call from
 /// any thread, including async runtimes' blocking pools.
-pub fn launch(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
-    spec.normalize()?;
+pub fn launch(spec: LaunchSpec) -> Result<Worker, LaunchError> {
     let prepared = prepare(spec)?;
     let tx = launcher()?;
     let (rtx, rrx) = mpsc::channel();
@@ -176,13 +175,12 @@ pub fn launch(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
 /// The worker's parent-death signal fires when the *thread* that cloned it exits, so call this
 /// only from a thread that outlives the worker: a program's main thread (`stockade exec`), never
 /// an async runtime's worker or blocking-pool thread.
-pub fn launch_from_main_thread(mut spec: LaunchSpec) -> Result<Worker, LaunchError> {
-    spec.normalize()?;
-    let prepared = prepare(spec)?;
-    launch_on_this_thread(prepared)
+pub fn launch_from_main_thread(spec: LaunchSpec) -> Result<Worker, LaunchError> {
+    launch_on_this_thread(prepare(spec)?)
 }
 
-fn prepare(spec: LaunchSpec) -> Result<Prepared, LaunchError> {
+fn prepare(mut spec: LaunchSpec) -> Result<Prepared, LaunchError> {
+    spec.normalize()?;
     let (uid, gid) = sys::ids();
     let plan = plan::build(&spec, uid, gid)?;
     let landlock = crate::landlock::plan(

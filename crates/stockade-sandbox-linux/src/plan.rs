@@ -165,14 +165,18 @@ impl Stage {
 
 /// What the seal check numbered `index` verifies (see `sys::child::seal`).
 pub(crate) fn seal_check_name(index: u32) -> String {
+    use crate::sys::child::seal_check::*;
     match index {
-        1 => "no_new_privs is not set".into(),
-        2 => "seccomp is not in filter mode".into(),
-        3 => "a capability set is not empty".into(),
-        4 => "the ambient capability set is not empty".into(),
-        5 => "the seccomp filter did not answer a denied call with EPERM".into(),
-        6 => "landlock did not refuse a write to /proc/self/comm".into(),
-        i if i >= 100 => format!("capability {} is still in the bounding set", i - 100),
+        NO_NEW_PRIVS => "no_new_privs is not set".into(),
+        SECCOMP_MODE => "seccomp is not in filter mode".into(),
+        CAPABILITY_SETS => "a capability set is not empty".into(),
+        AMBIENT_SET => "the ambient capability set is not empty".into(),
+        FILTER_ANSWERS => "the seccomp filter did not answer a denied call with EPERM".into(),
+        LANDLOCK_DENIES => "landlock did not refuse a write to /proc/self/comm".into(),
+        i if i >= BOUNDING_SET => format!(
+            "capability {} is still in the bounding set",
+            i - BOUNDING_SET
+        ),
         i => format!("check #{i}"),
     }
 }

@@ -93,7 +93,8 @@ pub struct LaunchSpec {
     pub stdio: Stdio,
     /// Hook run with the child PID before the child is released.
     pub before_release: Option<BeforeRelease>,
-    /// Cgroups the worker is forked inside (see [`Placement`]).
+    /// Cgroup v1 `tasks` files the worker joins itself before any other setup step (see
+    /// [`Placement`]).
     pub placement: Option<Placement>,
     /// Upper bound for the whole setup (clone to exec); the child is killed past it.
     pub setup_timeout: Duration,

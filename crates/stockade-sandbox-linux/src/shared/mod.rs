@@ -235,13 +235,10 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// True when every self-test of the outcome held (only such outcomes are shared).
-pub fn every_check_held(outcome: &ProbeOutcome) -> bool {
-    !outcome.checks.is_empty()
-        && outcome
-            .checks
-            .iter()
-            .all(|l| l.split(' ').nth(1) == Some("PASS"))
+/// True when every self-test line (`area PASS|FAIL detail`) held (only such outcomes are
+/// shared).
+pub fn every_check_held(checks: &[String]) -> bool {
+    !checks.is_empty() && checks.iter().all(|l| l.split(' ').nth(1) == Some("PASS"))
 }
 
 /// The store directory for this caller, or `None` when there is none (an unprivileged caller
@@ -360,11 +357,7 @@ fn load(dir: &Path, scope: Scope, key: &HostKey, max_age: Duration) -> Result<Re
     {
         return Err(Miss::Quiet);
     }
-    let outcome = ProbeOutcome {
-        capabilities: rec.capabilities.clone(),
-        checks: rec.checks.clone(),
-    };
-    if !every_check_held(&outcome) {
+    if !every_check_held(&rec.checks) {
         return Err(Miss::Loud(format!(
             "{} holds a failed self-test, which is never shared",
             path.display()
@@ -381,7 +374,7 @@ pub fn share(
     key: &HostKey,
     outcome: &ProbeOutcome,
 ) -> Result<PathBuf, String> {
-    if !every_check_held(outcome) {
+    if !every_check_held(&outcome.checks) {
         return Err("a self-test failed; a failed probe is never shared".into());
     }
     ensure_dir(dir)?;
@@ -466,7 +459,7 @@ pub fn probe_shared_in(
     let outcome = live();
     let mut shared_at = None;
     if let (Some(dir), Ok(key), None) = (dir, &key, &warning)
-        && every_check_held(&outcome)
+        && every_check_held(&outcome.checks)
     {
         match share(dir, scope, key, &outcome) {
             Ok(p) => shared_at = Some(p),
