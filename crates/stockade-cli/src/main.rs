@@ -85,30 +85,25 @@ struct ExecCli {
     args: exec::ExecArgs,
 }
 
+/// Parses `argv`, or prints clap's message and exits: 123 for a usage error, 0 for `--help`.
+fn parse_or_exit<P: Parser>(argv: impl IntoIterator<Item = std::ffi::OsString>) -> P {
+    P::try_parse_from(argv).unwrap_or_else(|e| {
+        let code = if e.use_stderr() { codes::USAGE } else { 0 };
+        let _ = e.print();
+        std::process::exit(code)
+    })
+}
+
 fn main() {
     // A probe re-executes this binary inside a sandbox as its canary.
     stockade_sandbox_linux::canary::run_if_requested();
     if std::env::args_os().nth(1).is_some_and(|a| a == "exec") {
         let argv = std::iter::once(std::ffi::OsString::from("stockade exec"))
             .chain(std::env::args_os().skip(2));
-        let code = match ExecCli::try_parse_from(argv) {
-            Ok(c) => exec::run(c.args),
-            Err(e) => {
-                let code = if e.use_stderr() { codes::USAGE } else { 0 };
-                let _ = e.print();
-                code
-            }
-        };
-        std::process::exit(code);
+        let exec: ExecCli = parse_or_exit(argv);
+        std::process::exit(exec::run(exec.args));
     }
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { codes::USAGE } else { 0 };
-            let _ = e.print();
-            std::process::exit(code);
-        }
-    };
+    let cli: Cli = parse_or_exit(std::env::args_os());
     let code = match cli.command {
         Command::Probe { json } => probe_cmd::run(json),
         Command::Exec(args) => exec::run(args),

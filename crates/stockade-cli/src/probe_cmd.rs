@@ -1,22 +1,20 @@
 //! `stockade probe`.
 
 use stockade_capabilities::{Protection, ProtectionStatus};
+use stockade_sandbox_linux::shared::{self, Scope, Source};
 
 /// Runs the probe and prints the table (or JSON). Exit 0 only when all eight ADR-0017 bits hold.
 pub fn run(json: bool) -> i32 {
     // Always live; the fresh outcome replaces the one later `stockade exec` calls reuse.
-    let shared = stockade_sandbox_linux::shared::probe_shared(
-        stockade_sandbox_linux::shared::Scope::Full,
-        std::time::Duration::ZERO,
-    );
-    if let Some(w) = &shared.warning {
+    let attested = shared::probe_shared(Scope::Full, std::time::Duration::ZERO);
+    if let Some(w) = &attested.warning {
         eprintln!("stockade: warning: attestation not shared: {w}");
     }
-    let shared_at = match &shared.source {
-        stockade_sandbox_linux::shared::Source::Live { shared_at } => shared_at.clone(),
-        stockade_sandbox_linux::shared::Source::Shared { .. } => None,
+    let shared_at = match &attested.source {
+        Source::Live { shared_at } => shared_at.clone(),
+        Source::Shared { .. } => None,
     };
-    let outcome = shared.outcome;
+    let outcome = attested.outcome;
     let caps = &outcome.capabilities;
     let all = Protection::ADR_0017.iter().all(|p| caps.is_enforced(*p));
     if json {
@@ -59,7 +57,7 @@ pub fn run(json: bool) -> i32 {
         match &shared_at {
             Some(p) => println!(
                 "attestation shared with `stockade exec` calls of this boot for {} min: {}",
-                stockade_sandbox_linux::shared::DEFAULT_MAX_AGE.as_secs() / 60,
+                shared::DEFAULT_MAX_AGE.as_secs() / 60,
                 p.display()
             ),
             None => {
